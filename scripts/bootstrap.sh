@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Creates .venv with the project and its development tools. Idempotent and quick when nothing
+# changed: the install is skipped while pyproject.toml is unchanged since the last one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for cand in python3.11 python3.12 python3.13 python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+      PY=$cand; break
+    fi
+  done
+fi
+if [ -z "$PY" ]; then
+  echo "error: Python 3.11 or newer is needed (set PYTHON=/path/to/python3.11)" >&2
+  exit 2
+fi
+if ! command -v go >/dev/null 2>&1 && [ -z "${KUBERAY_CONTROLPLANE_BINDIR:-}" ]; then
+  echo "error: Go 1.24+ is needed to build the local control plane (https://go.dev/dl), or set" >&2
+  echo "       KUBERAY_CONTROLPLANE_BINDIR to a directory with kube-apiserver, kube-controller-manager," >&2
+  echo "       kube-scheduler, kubectl, etcd and kwok." >&2
+  exit 2
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "[bootstrap] creating .venv with $PY"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.kuberay-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "[bootstrap] installing the project and its dev tools into .venv"
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,26 @@
+"""The ``kuberay`` command: operator entry point and developer commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kuberay.cli import demo, dev
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kuberay", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    dev.register(sub)
+    demo.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

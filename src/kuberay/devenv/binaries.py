@@ -1,0 +1,297 @@
+"""Find or build the control-plane binaries: apiserver, controller-manager, scheduler, etcd, kwok.
+
+Nothing on this machine ships a kube-apiserver, so the binaries are compiled from the wrapper Go
+modules under ``controlplane/`` in the repository and cached outside the work tree, keyed by
+version, so that a new checkout (and CI) reuses them.
+
+Invariants and failure modes:
+- A binary is only ever visible at its cache path once it is complete: the build writes into a
+  temporary directory and renames each file into place, so an interrupted build is rebuilt rather
+  than used half-written.
+- ``KUBERAY_CONTROLPLANE_BINDIR`` (or envtest's ``KUBEBUILDER_ASSETS``) points at binaries the
+  user already has; any binary found there wins and nothing is built for it.
+- Without Go the error names the exact Go version and the alternative (the environment variable),
+  instead of a bare ``FileNotFoundError``.
+- A cold build takes many minutes on two cores; progress (packages compiled out of the total) is
+  printed so that it is never a silent wait.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+KUBERNETES_VERSION = "v1.34.4"
+ETCD_VERSION = "v3.6.16"
+KWOK_VERSION = "v0.8.0"
+MIN_GO = (1, 24)
+
+BINDIR_ENV = "KUBERAY_CONTROLPLANE_BINDIR"
+CACHE_ENV = "KUBERAY_CACHE_DIR"
+SOURCE_ENV = "KUBERAY_CONTROLPLANE_SRC"
+
+
+class BuildError(RuntimeError):
+    """The binaries are neither present nor buildable; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Component:
+    """One wrapper Go module and the binaries built from it."""
+
+    name: str
+    version: str
+    module_dir: str
+    packages: dict[str, str]  # binary name -> Go package path
+    ldflags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _kube_ldflags(version: str) -> tuple[str, ...]:
+    major, minor = version.lstrip("v").split(".")[:2]
+    prefix = "k8s.io/component-base/version"
+    return (
+        f"-X {prefix}.gitVersion={version}",
+        f"-X {prefix}.gitMajor={major}",
+        f"-X {prefix}.gitMinor={minor}",
+        f"-X {prefix}.gitTreeState=clean",
+        f"-X {prefix}.buildDate=1970-01-01T00:00:00Z",
+    )
+
+
+COMPONENTS: tuple[Component, ...] = (
+    Component(
+        name="kubernetes",
+        version=KUBERNETES_VERSION,
+        module_dir="kubernetes",
+        packages={
+            "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+            "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+            "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+        },
+        ldflags=_kube_ldflags(KUBERNETES_VERSION),
+    ),
+    Component(
+        name="etcd",
+        version=ETCD_VERSION,
+        module_dir="etcd",
+        packages={"etcd": "go.etcd.io/etcd/server/v3"},
+    ),
+    Component(
+        name="kwok",
+        version=KWOK_VERSION,
+        module_dir="kwok",
+        packages={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+    ),
+)
+
+ALL_BINARIES: tuple[str, ...] = tuple(b for c in COMPONENTS for b in c.packages)
+
+
+def cache_root() -> Path:
+    base = os.environ.get(CACHE_ENV)
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "kuberay"
+
+
+def component_dir(component: Component) -> Path:
+    return cache_root() / "controlplane" / f"{component.name}-{component.version}"
+
+
+def source_root() -> Path:
+    """The directory holding the wrapper Go modules (the repository's ``controlplane/``)."""
+    env = os.environ.get(SOURCE_ENV)
+    if env:
+        return Path(env)
+    # src/kuberay/devenv/binaries.py -> repository root is three levels above the package.
+    return Path(__file__).resolve().parents[3] / "controlplane"
+
+
+def _override_dirs() -> list[Path]:
+    dirs = []
+    for env in (BINDIR_ENV, "KUBEBUILDER_ASSETS"):
+        value = os.environ.get(env)
+        if value:
+            dirs.append(Path(value))
+    return dirs
+
+
+def _component_of(binary: str) -> Component:
+    for comp in COMPONENTS:
+        if binary in comp.packages:
+            return comp
+    raise KeyError(f"unknown control-plane binary {binary!r}; known: {', '.join(ALL_BINARIES)}")
+
+
+def locate(binary: str) -> Path | None:
+    """Where ``binary`` already is (override directory first, then the cache), or None."""
+    for d in _override_dirs():
+        candidate = d / binary
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    cached = component_dir(_component_of(binary)) / binary
+    return cached if cached.is_file() else None
+
+
+def go_version(go: str) -> tuple[int, int]:
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=True)
+    text = out.stdout.strip().removeprefix("go")
+    parts = text.split(".")
+    return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
+
+
+def _find_go() -> str:
+    go = shutil.which("go")
+    need = f"Go {MIN_GO[0]}.{MIN_GO[1]} or newer"
+    hint = (
+        f"Install {need} (https://go.dev/dl, or the `golang` package of your distribution) and "
+        f"make sure `go` is on PATH, or set {BINDIR_ENV} to a directory that already holds "
+        f"{', '.join(ALL_BINARIES)} (for example envtest assets plus a kwok release)."
+    )
+    if go is None:
+        raise BuildError(f"cannot build the local control plane: `go` is not on PATH. {hint}")
+    try:
+        have = go_version(go)
+    except (subprocess.CalledProcessError, ValueError, IndexError) as exc:
+        raise BuildError(f"cannot read the Go version from {go}: {exc}. {hint}") from exc
+    if have < MIN_GO:
+        raise BuildError(f"{go} is Go {have[0]}.{have[1]}; the build needs {need}. {hint}")
+    return go
+
+
+def _count_deps(go: str, module: Path, packages: Iterable[str], env: dict[str, str]) -> int:
+    proc = subprocess.run(
+        [go, "list", "-deps", *packages],
+        cwd=module,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        return 0
+    return len([line for line in proc.stdout.splitlines() if line.strip()])
+
+
+def build_component(component: Component, log: Callable[[str], None] = print) -> float:
+    """Compile every binary of ``component`` into its cache directory; returns seconds taken."""
+    go = _find_go()
+    module = source_root() / component.module_dir
+    if not (module / "go.mod").is_file():
+        raise BuildError(
+            f"wrapper Go module {module} is missing; set {SOURCE_ENV} to the repository's "
+            f"controlplane/ directory or {BINDIR_ENV} to prebuilt binaries"
+        )
+    target = component_dir(component)
+    target.mkdir(parents=True, exist_ok=True)
+    staging = target / f".build-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod -buildvcs=false")
+    start = time.monotonic()
+    packages = list(component.packages.values())
+    log(f"[build] {component.name} {component.version}: resolving modules in {module} ...")
+    total = _count_deps(go, module, packages, env)
+    ldflags = " ".join(("-s", "-w", *component.ldflags))
+    log(f"[build] {component.name}: compiling {total or '?'} packages -> {target}")
+    done = 0
+    last_report = 0.0
+    for binary, package in component.packages.items():
+        # One `go build -o FILE` per binary: the compile cache is shared, so only linking repeats.
+        cmd = [go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(staging / binary)]
+        proc = subprocess.Popen(
+            [*cmd, package],
+            cwd=module,
+            env=env,
+            stderr=subprocess.STDOUT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        tail: list[str] = []
+        for raw in proc.stdout:
+            line = raw.rstrip()
+            tail = [*tail[-30:], line]
+            if line and not line.startswith(("go: ", "#")) and " " not in line:
+                done += 1
+            now = time.monotonic()
+            if now - last_report >= 10:
+                last_report = now
+                pct = f" ({min(100, 100 * done // total)}%)" if total else ""
+                log(
+                    f"[build] {component.name}: {done}/{total or '?'} packages{pct}, "
+                    f"{now - start:.0f}s elapsed"
+                )
+        if proc.wait() != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise BuildError(
+                f"go build of {binary} failed (exit {proc.returncode}); last output:\n"
+                + "\n".join(tail)
+            )
+    for binary in component.packages:
+        os.replace(staging / binary, target / binary)
+    shutil.rmtree(staging, ignore_errors=True)
+    seconds = time.monotonic() - start
+    (target / "build.json").write_text(
+        json.dumps({"version": component.version, "seconds": round(seconds, 1), "go": go})
+    )
+    log(f"[build] {component.name} {component.version} done in {seconds:.0f}s")
+    return seconds
+
+
+def ensure(
+    binaries: Iterable[str] = ALL_BINARIES, log: Callable[[str], None] = print
+) -> dict[str, Path]:
+    """Paths of the requested binaries, building the components that are missing."""
+    wanted = list(binaries)
+    result: dict[str, Path] = {}
+    missing: list[Component] = []
+    for binary in wanted:
+        path = locate(binary)
+        if path is not None:
+            result[binary] = path
+            continue
+        comp = _component_of(binary)
+        if comp not in missing:
+            missing.append(comp)
+    for comp in missing:
+        build_component(comp, log=log)
+        for binary in comp.packages:
+            if binary in wanted:
+                result[binary] = component_dir(comp) / binary
+    return result
+
+
+def build_times() -> dict[str, float]:
+    """Seconds each cached component took to build, as recorded by its last build."""
+    out: dict[str, float] = {}
+    for comp in COMPONENTS:
+        meta = component_dir(comp) / "build.json"
+        if meta.is_file():
+            out[comp.name] = float(json.loads(meta.read_text())["seconds"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kuberay.devenv.binaries``: build what is missing and print the paths."""
+    del argv
+    try:
+        paths = ensure(log=lambda m: print(m, file=sys.stderr, flush=True))
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for name, path in paths.items():
+        print(f"{name}\t{path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

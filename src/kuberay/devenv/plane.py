@@ -1,0 +1,574 @@
+"""A real local Kubernetes control plane: etcd, apiserver, controller-manager, scheduler, KWOK.
+
+Used by the demo, every integration test and the benchmarks. Each component is the upstream
+binary (see ``binaries``), started as a child process with its own log file in ``<dir>/logs``.
+
+Invariants and failure modes:
+- No orphans. Every child is started with ``PR_SET_PDEATHSIG=SIGKILL`` so it dies with the process
+  that started it, even if that process is SIGKILLed; each child gets its own session so that a
+  terminal's Ctrl-C reaches only the parent, which then stops the children in reverse order
+  (KWOK, scheduler, controller-manager, apiserver, etcd) with SIGTERM and, after a grace period,
+  SIGKILL.
+- Ports are picked by the kernel (bind to port 0) so several planes can run side by side.
+- ``start()`` returns only when every component answers its health endpoint and every fake node is
+  Ready; a component that exits or does not become ready fails the start with the tail of its log.
+- etcd data lives in a fresh directory per start (``--unsafe-no-fsync``: this is a test plane); the
+  PKI is kept so that kubeconfigs handed out stay valid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kuberay.devenv import binaries
+from kuberay.devenv.http import HTTPError, client_context, request
+from kuberay.devenv.pki import ADMIN, CONTROLLER_MANAGER, KWOK, PKI, SCHEDULER, Identity
+
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+SERVICE_CIDR = "10.96.0.0/16"
+# Pod addresses handed out by KWOK: data in pod status only, nothing is ever sent to them.
+KWOK_POD_CIDR = "10.64.0.1/12"
+STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+CONTROLLERS = (
+    "garbage-collector-controller",
+    "job-controller",
+    "cronjob-controller",
+    "ttl-after-finished-controller",
+    "endpoints-controller",
+    "endpointslice-controller",
+    "endpointslice-mirroring-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "daemonset-controller",
+    "disruption-controller",
+    "resourcequota-controller",
+    "pod-garbage-collector-controller",
+    "clusterrole-aggregation-controller",
+    # Removes the not-ready taint that admission puts on new nodes once KWOK reports them Ready.
+    "node-lifecycle-controller",
+)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec: SIGKILL when the parent goes away."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class PlaneError(RuntimeError):
+    """The plane could not start; the message carries the failing component's log tail."""
+
+
+@dataclass
+class PlaneConfig:
+    """What to run. The defaults suit tests and the demo on a 2-core machine."""
+
+    directory: Path
+    nodes: int = 4
+    node_cpu: str = "64"
+    node_memory: str = "512Gi"
+    node_gpus: int = 0
+    node_max_pods: int = 2000
+    bind_address: str = "127.0.0.1"
+    # Lifts the apiserver's inflight limits and the components' client rate limits (benchmarks).
+    unlimited: bool = False
+    # Resources whose apiserver watch cache is disabled, so that watches reach etcd directly
+    # and an etcd compaction turns an old resourceVersion into 410 Gone (tests of relisting).
+    uncached_resources: tuple[str, ...] = ("podtemplates",)
+    kwok: bool = True
+    extra_sans: tuple[str, ...] = ()
+    log: Callable[[str], None] = field(default=print, repr=False)
+
+
+@dataclass
+class ComponentState:
+    name: str
+    pid: int
+    port: int
+    log: str
+
+
+class Plane:
+    """One running control plane. Use as a context manager or call ``start()``/``stop()``."""
+
+    def __init__(self, config: PlaneConfig) -> None:
+        self.config = config
+        self.dir = config.directory
+        self.pki = PKI(self.dir / "pki", extra_sans=config.extra_sans)
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.ports: dict[str, int] = {}
+        self.started_at = 0.0
+        self.ready_seconds = 0.0
+
+    # ------------------------------------------------------------------ paths and addresses
+    @property
+    def logs(self) -> Path:
+        return self.dir / "logs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def server(self) -> str:
+        host = self.config.bind_address
+        if host in ("0.0.0.0", ""):
+            host = "127.0.0.1"
+        return f"https://{host}:{self.ports['kube-apiserver']}"
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['etcd']}"
+
+    def admin_context(self) -> Any:
+        return client_context(
+            str(self.pki.ca_cert), str(self.pki.client_cert(ADMIN)), str(self.pki.client_key(ADMIN))
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> Plane:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        cfg = self.config
+        self.started_at = time.monotonic()
+        paths = binaries.ensure(self._needed_binaries(), log=cfg.log)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        self.pki.ensure()
+        for name in ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager"):
+            self.ports[name] = free_port()
+        self.ports["kube-scheduler"] = free_port()
+        self.ports["kwok"] = free_port()
+        self._write_kubeconfigs()
+        try:
+            self._start_etcd(paths["etcd"])
+            self._start_apiserver(paths["kube-apiserver"])
+            self._start_controller_manager(paths["kube-controller-manager"])
+            self._start_scheduler(paths["kube-scheduler"])
+            if cfg.kwok:
+                self._start_kwok(paths["kwok"])
+            self._wait_healthy(
+                "kube-controller-manager",
+                f"https://127.0.0.1:{self.ports['kube-controller-manager']}/healthz",
+                client_context(None),
+            )
+            self._wait_healthy(
+                "kube-scheduler",
+                f"https://127.0.0.1:{self.ports['kube-scheduler']}/healthz",
+                client_context(None),
+            )
+            if cfg.kwok:
+                self._wait_healthy("kwok", f"http://127.0.0.1:{self.ports['kwok']}/healthz")
+                self.create_nodes(cfg.nodes)
+                self.wait_nodes_ready(cfg.nodes)
+        except BaseException:
+            self.stop()
+            raise
+        self.ready_seconds = time.monotonic() - self.started_at
+        self._write_state()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stops every child, most dependent first; SIGKILL after ``timeout`` seconds."""
+        for name in STOP_ORDER:
+            proc = self.procs.pop(name, None)
+            if proc is None:
+                continue
+            _terminate(proc, timeout)
+        self.procs.clear()
+        shutil.rmtree(self.dir / "etcd-data", ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            (self.dir / "state.json").unlink()
+
+    def _needed_binaries(self) -> list[str]:
+        names = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+        if self.config.kwok:
+            names.append("kwok")
+        return names
+
+    # ------------------------------------------------------------------ components
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log_path = self.logs / f"{name}.log"
+        with open(log_path, "ab") as log:
+            log.write(f"\n==== start {time.strftime('%H:%M:%S')}: {' '.join(argv)}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+                cwd=self.dir,
+            )
+        self.procs[name] = proc
+        return proc
+
+    def _start_etcd(self, binary: Path) -> None:
+        data = self.dir / "etcd-data"
+        shutil.rmtree(data, ignore_errors=True)
+        client = self.etcd_url
+        peer = f"http://127.0.0.1:{self.ports['etcd-peer']}"
+        self._spawn(
+            "etcd",
+            [
+                str(binary),
+                "--name=plane",
+                f"--data-dir={data}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=plane={peer}",
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=8589934592",
+                "--log-level=warn",
+            ],
+        )
+        self._wait_healthy("etcd", f"{client}/health")
+
+    def _start_apiserver(self, binary: Path) -> None:
+        cfg = self.config
+        pki = self.pki
+        bind = cfg.bind_address
+        advertise = "127.0.0.1" if bind in ("0.0.0.0", "") else bind
+        issuer = "https://kubernetes.default.svc.cluster.local"
+        argv = [
+            str(binary),
+            f"--etcd-servers={self.etcd_url}",
+            f"--bind-address={bind}",
+            f"--secure-port={self.ports['kube-apiserver']}",
+            f"--advertise-address={advertise}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            f"--service-account-issuer={issuer}",
+            f"--api-audiences={issuer}",
+            "--authorization-mode=RBAC",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--event-ttl=1h",
+        ]
+        if advertise.startswith("127."):
+            # The `kubernetes` Service cannot have a loopback endpoint; nothing in a KWOK plane
+            # dials it, so do not keep retrying an invalid write.
+            argv.append("--endpoint-reconciler-type=none")
+        if cfg.uncached_resources:
+            argv.append("--watch-cache-sizes=" + ",".join(f"{r}#0" for r in cfg.uncached_resources))
+        if cfg.unlimited:
+            argv += [
+                "--max-requests-inflight=0",
+                "--max-mutating-requests-inflight=0",
+                "--enable-priority-and-fairness=false",
+            ]
+        self._spawn("kube-apiserver", argv)
+        self._wait_healthy("kube-apiserver", f"{self.server}/readyz", self.admin_context(), 90)
+
+    def _qps_flags(self) -> list[str]:
+        qps, burst = (5000, 10000) if self.config.unlimited else (200, 400)
+        return [f"--kube-api-qps={qps}", f"--kube-api-burst={burst}"]
+
+    def _start_controller_manager(self, binary: Path) -> None:
+        kubeconfig = self._component_kubeconfig(CONTROLLER_MANAGER)
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(binary),
+                f"--kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.ports['kube-controller-manager']}",
+                "--leader-elect=false",
+                "--controllers=" + ",".join(CONTROLLERS),
+                f"--service-account-private-key-file={self.pki.sa_key}",
+                f"--root-ca-file={self.pki.ca_cert}",
+                "--use-service-account-credentials=false",
+                "--cluster-name=kuberay-local",
+                *self._qps_flags(),
+            ],
+        )
+
+    def _start_scheduler(self, binary: Path) -> None:
+        kubeconfig = self._component_kubeconfig(SCHEDULER)
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(binary),
+                f"--kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.ports['kube-scheduler']}",
+                "--leader-elect=false",
+                *self._qps_flags(),
+            ],
+        )
+
+    def _start_kwok(self, binary: Path) -> None:
+        kubeconfig = self._component_kubeconfig(KWOK)
+        config = self.dir / "kwok.yaml"
+        config.write_text(resources.files("kuberay.devenv").joinpath("data/kwok.yaml").read_text())
+        self._spawn(
+            "kwok",
+            [
+                str(binary),
+                f"--kubeconfig={kubeconfig}",
+                f"--config={config}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                f"--cidr={KWOK_POD_CIDR}",
+                "--node-ip=10.63.0.1",
+                "--node-lease-duration-seconds=40",
+                f"--server-address=127.0.0.1:{self.ports['kwok']}",
+            ],
+        )
+
+    # ------------------------------------------------------------------ readiness
+    def _wait_healthy(
+        self, name: str, url: str, context: Any = None, timeout: float = 60.0
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            proc = self.procs.get(name)
+            if proc is not None and proc.poll() is not None:
+                raise PlaneError(
+                    f"{name} exited with code {proc.returncode} while starting; "
+                    f"log {self.logs / (name + '.log')}:\n{self.log_tail(name)}"
+                )
+            try:
+                body = request("GET", url, context=context, timeout=3)
+                if name != "etcd" or (isinstance(body, dict) and body.get("health") == "true"):
+                    return
+                last = str(body)
+            except (OSError, HTTPError) as exc:
+                last = str(exc)
+            time.sleep(0.1)
+        raise PlaneError(
+            f"{name} did not become healthy at {url} within {timeout:.0f}s (last: {last}); "
+            f"log tail:\n{self.log_tail(name)}"
+        )
+
+    def log_tail(self, name: str, lines: int = 25) -> str:
+        path = self.logs / f"{name}.log"
+        if not path.exists():
+            return "(no log)"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    # ------------------------------------------------------------------ API helpers
+    def api(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+        return request(method, self.server + path, body, context=self.admin_context(), **kw)
+
+    def create_nodes(self, count: int, prefix: str = "kwok-node-") -> list[str]:
+        cfg = self.config
+        capacity = {"cpu": cfg.node_cpu, "memory": cfg.node_memory, "pods": str(cfg.node_max_pods)}
+        if cfg.node_gpus:
+            capacity["nvidia.com/gpu"] = str(cfg.node_gpus)
+        names = []
+        for i in range(count):
+            name = f"{prefix}{i}"
+            node = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+                    "labels": {
+                        "kubernetes.io/hostname": name,
+                        "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64",
+                        "type": "kwok",
+                    },
+                },
+                "status": {"capacity": capacity, "allocatable": capacity},
+            }
+            try:
+                self.api("POST", "/api/v1/nodes", node)
+            except HTTPError as exc:
+                if exc.status != 409:
+                    raise
+            names.append(name)
+        return names
+
+    def wait_nodes_ready(self, count: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        ready = 0
+        while time.monotonic() < deadline:
+            nodes = self.api("GET", "/api/v1/nodes")["items"]
+            ready = sum(1 for n in nodes if node_schedulable(n))
+            if ready >= count:
+                return
+            time.sleep(0.2)
+        raise PlaneError(
+            f"only {ready}/{count} KWOK nodes became Ready in {timeout:.0f}s; kwok log:\n"
+            + self.log_tail("kwok")
+        )
+
+    def etcd_revision(self) -> int:
+        body = request("POST", f"{self.etcd_url}/v3/kv/range", {"key": "AA=="})
+        return int(body["header"]["revision"])
+
+    def compact_etcd(self, revision: int | None = None) -> int:
+        """Compacts etcd history up to ``revision`` (default: now); older watches get 410 Gone."""
+        rev = revision if revision is not None else self.etcd_revision()
+        request(
+            "POST", f"{self.etcd_url}/v3/kv/compaction", {"revision": str(rev), "physical": True}
+        )
+        return rev
+
+    def restart_component(self, name: str) -> None:
+        """Stops and starts one component on the same port (tests of watch resumption)."""
+        proc = self.procs.pop(name)
+        _terminate(proc, 10.0)
+        argv = [str(a) for a in proc.args]  # type: ignore[union-attr]
+        self._spawn(name, argv)
+        if name == "kube-apiserver":
+            self._wait_healthy(name, f"{self.server}/readyz", self.admin_context(), 90)
+        elif name == "etcd":
+            self._wait_healthy(name, f"{self.etcd_url}/health")
+        self._write_state()
+
+    def rss_kib(self) -> dict[str, int]:
+        """Resident memory of each component, from /proc."""
+        out: dict[str, int] = {}
+        for name, proc in self.procs.items():
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        out[name] = int(line.split()[1])
+        return out
+
+    # ------------------------------------------------------------------ kubeconfigs and state
+    def _kubeconfig_text(self, ident: Identity) -> str:
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "kuberay-local",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority": str(self.pki.ca_cert),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": ident.common_name,
+                    "user": {
+                        "client-certificate": str(self.pki.client_cert(ident)),
+                        "client-key": str(self.pki.client_key(ident)),
+                    },
+                }
+            ],
+            "contexts": [
+                {
+                    "name": "kuberay-local",
+                    "context": {"cluster": "kuberay-local", "user": ident.common_name},
+                }
+            ],
+            "current-context": "kuberay-local",
+        }
+        return json.dumps(doc, indent=2)
+
+    def _component_kubeconfig(self, ident: Identity) -> Path:
+        path = self.dir / f"{ident.stem}.kubeconfig"
+        path.write_text(self._kubeconfig_text(ident))
+        return path
+
+    def _write_kubeconfigs(self) -> None:
+        self.kubeconfig.write_text(self._kubeconfig_text(ADMIN))
+        self.kubeconfig.chmod(0o600)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "server": self.server,
+            "kubeconfig": str(self.kubeconfig),
+            "logs": str(self.logs),
+            "ready_seconds": round(self.ready_seconds, 2),
+            "config": {
+                k: (str(v) if isinstance(v, Path) else v)
+                for k, v in asdict(self.config).items()
+                if k != "log"
+            },
+            "components": [
+                asdict(
+                    ComponentState(
+                        name=n,
+                        pid=p.pid,
+                        port=self.ports.get(n, 0),
+                        log=str(self.logs / f"{n}.log"),
+                    )
+                )
+                for n, p in self.procs.items()
+            ],
+        }
+
+    def _write_state(self) -> None:
+        tmp = self.dir / "state.json.tmp"
+        tmp.write_text(json.dumps(self.state(), indent=2))
+        os.replace(tmp, self.dir / "state.json")
+
+
+def node_schedulable(node: dict[str, Any]) -> bool:
+    """Ready, and the not-ready taint that admission adds to new nodes has been lifted."""
+    ready = any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in node.get("status", {}).get("conditions", [])
+    )
+    taints = node.get("spec", {}).get("taints") or []
+    return ready and not any(t["key"].startswith("node.kubernetes.io/") for t in taints)
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def running_plane(config: PlaneConfig) -> Iterator[Plane]:
+    plane = Plane(config)
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()

@@ -1,0 +1,89 @@
+"""The background process behind ``kuberay dev up``: owns one plane until told to stop.
+
+Invariants and failure modes:
+- The plane's children die with this process (PDEATHSIG), so a SIGKILL of the supervisor leaves
+  no orphans; SIGTERM, SIGINT and SIGHUP stop the plane in order and remove ``state.json``.
+- ``state.json`` in the plane directory exists only while the plane is ready; ``dev status``
+  and ``dev down`` find the supervisor through it (its ``pid``).
+- A component that exits on its own is reported in the supervisor log, and the whole plane is
+  stopped: a half-working plane that looks up is worse than one that is visibly down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from kuberay.devenv.plane import Plane, PlaneConfig, PlaneError
+
+
+def plane_config_from_args(args: argparse.Namespace, directory: Path) -> PlaneConfig:
+    return PlaneConfig(
+        directory=directory,
+        nodes=args.nodes,
+        node_cpu=args.node_cpu,
+        node_memory=args.node_memory,
+        node_gpus=args.node_gpus,
+        unlimited=args.unlimited,
+        log=lambda m: print(m, flush=True),
+    )
+
+
+def add_plane_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", type=int, default=4, help="number of KWOK nodes (default 4)")
+    parser.add_argument("--node-cpu", default="64", help="CPU capacity of each node")
+    parser.add_argument("--node-memory", default="512Gi", help="memory capacity of each node")
+    parser.add_argument("--node-gpus", type=int, default=0, help="nvidia.com/gpu per node")
+    parser.add_argument(
+        "--unlimited",
+        action="store_true",
+        help="lift apiserver inflight limits and client rate limits (benchmarks)",
+    )
+
+
+def run(config: PlaneConfig) -> int:
+    stopping = False
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        del frame
+        print(f"supervisor: signal {signum}, stopping the plane", flush=True)
+        stopping = True
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    plane = Plane(config)
+    try:
+        plane.start()
+    except (PlaneError, OSError, RuntimeError) as exc:
+        print(f"supervisor: the plane failed to start: {exc}", flush=True)
+        return 1
+    print(f"supervisor: plane ready in {plane.ready_seconds:.1f}s at {plane.server}", flush=True)
+    code = 0
+    while not stopping:
+        dead = [(n, p.returncode) for n, p in plane.procs.items() if p.poll() is not None]
+        if dead:
+            for name, rc in dead:
+                print(f"supervisor: {name} exited with {rc}:\n{plane.log_tail(name)}", flush=True)
+            code = 1
+            break
+        time.sleep(0.5)
+    plane.stop()
+    print("supervisor: plane stopped", flush=True)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kuberay.devenv.supervisor")
+    parser.add_argument("--dir", required=True, type=Path)
+    add_plane_arguments(parser)
+    args = parser.parse_args(argv)
+    return run(plane_config_from_args(args, args.dir))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Shared fixtures: one real control plane per test session, a fresh namespace per test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from kuberay.devenv.plane import Plane, PlaneConfig, running_plane
+from kuberay.devenv.testing import create_namespace, delete_namespace, unique_name
+from kuberay.runtime.client import KubeClient, load_kubeconfig
+
+_NEEDS_PLANE = ("integration", "e2e", "bench")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        for marker in ("integration", "e2e"):
+            if marker in parts:
+                item.add_marker(getattr(pytest.mark, marker))
+
+
+@pytest.fixture(scope="session")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    """The session's control plane: real etcd, apiserver, controller-manager, scheduler, KWOK.
+
+    Binaries are built on first use (minutes, cold) and cached; set KUBERAY_CONTROLPLANE_BINDIR
+    to use prebuilt ones.
+    """
+    directory = tmp_path_factory.mktemp("plane")
+    config = PlaneConfig(directory=directory, nodes=int(os.environ.get("KUBERAY_TEST_NODES", "4")))
+    with running_plane(config) as p:
+        yield p
+
+
+@pytest.fixture(scope="session")
+async def kube(plane: Plane) -> AsyncIterator[KubeClient]:
+    config = load_kubeconfig(plane.kubeconfig)
+    config.qps = 0  # tests measure nothing through this client; do not pace it
+    async with KubeClient(config, user_agent="kuberay-tests") as client:
+        yield client
+
+
+@pytest.fixture
+async def namespace(kube: KubeClient, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    name = unique_name(f"t-{request.node.name}")
+    await create_namespace(kube, name)
+    yield name
+    await delete_namespace(kube, name)
