@@ -85,8 +85,13 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     directory.mkdir(parents=True, exist_ok=True)
     config = plane_config_from_args(args, directory)
+    pid_file = directory / "supervisor.pid"
     if args.foreground:
-        return run(config)
+        pid_file.write_text(str(os.getpid()))
+        try:
+            return run(config)
+        finally:
+            pid_file.unlink(missing_ok=True)
     log_path = directory / "supervisor.log"
     argv = [sys.executable, "-m", "kuberay.devenv.supervisor", f"--dir={directory}"]
     argv += [f"--nodes={args.nodes}", f"--node-cpu={args.node_cpu}"]
@@ -101,7 +106,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    (directory / "supervisor.pid").write_text(str(proc.pid))
+    pid_file.write_text(str(proc.pid))
     offset = 0
     while True:
         with open(log_path, "rb") as fh:

@@ -468,6 +468,16 @@ class Plane:
                         out[name] = int(line.split()[1])
         return out
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """User+system CPU time each component has used so far, from /proc."""
+        tick = os.sysconf("SC_CLK_TCK")
+        out: dict[str, float] = {}
+        for name, proc in self.procs.items():
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                out[name] = (int(fields[11]) + int(fields[12])) / tick
+        return out
+
     # ------------------------------------------------------------------ kubeconfigs and state
     def _kubeconfig_text(self, ident: Identity) -> str:
         doc = {

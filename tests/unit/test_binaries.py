@@ -1,0 +1,91 @@
+"""Finding and building the control-plane binaries: overrides, cache keys, clear errors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kuberay.devenv import binaries
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(binaries.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.delenv(binaries.BINDIR_ENV, raising=False)
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    return tmp_path
+
+
+def _exe(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_cache_is_keyed_by_component_version(isolated: Path) -> None:
+    for comp in binaries.COMPONENTS:
+        assert binaries.component_dir(comp).name == f"{comp.name}-{comp.version}"
+        assert binaries.component_dir(comp).is_relative_to(isolated / "cache")
+
+
+def test_override_directory_wins_and_nothing_is_built(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bindir = isolated / "mine"
+    for name in binaries.ALL_BINARIES:
+        _exe(bindir / name)
+    monkeypatch.setenv(binaries.BINDIR_ENV, str(bindir))
+    monkeypatch.setenv("PATH", "/nonexistent")  # a build would fail without go
+    paths = binaries.ensure()
+    assert paths == {name: bindir / name for name in binaries.ALL_BINARIES}
+
+
+def test_envtest_assets_are_used_for_what_they_hold(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assets = isolated / "envtest"
+    _exe(assets / "etcd")
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(assets))
+    assert binaries.locate("etcd") == assets / "etcd"
+    assert binaries.locate("kwok") is None
+
+
+def test_missing_go_is_a_clear_error(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(isolated / "empty"))
+    with pytest.raises(binaries.BuildError) as info:
+        binaries.ensure(["kwok"], log=lambda _: None)
+    message = str(info.value)
+    assert "`go` is not on PATH" in message
+    assert "Go 1.24 or newer" in message
+    assert binaries.BINDIR_ENV in message
+
+
+def test_old_go_is_a_clear_error(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_bin = isolated / "bin"
+    fake = _exe(fake_bin / "go")
+    fake.write_text("#!/bin/sh\necho go1.19.3\n")
+    monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}/usr/bin:/bin")
+    with pytest.raises(binaries.BuildError, match=r"Go 1\.19; the build needs Go 1\.24"):
+        binaries.ensure(["kwok"], log=lambda _: None)
+
+
+def test_unknown_binary_is_rejected() -> None:
+    with pytest.raises(KeyError, match="unknown control-plane binary"):
+        binaries.locate("kubelet")
+
+
+def test_wrapper_modules_pin_the_documented_versions() -> None:
+    root = binaries.source_root()
+    k8s = (root / "kubernetes" / "go.mod").read_text()
+    assert f"k8s.io/kubernetes {binaries.KUBERNETES_VERSION}" in k8s
+    minor = binaries.KUBERNETES_VERSION.removeprefix("v1.")
+    # every staging module is replaced by the matching v0.x release
+    assert k8s.count(f" v0.{minor}") >= 31
+    assert (
+        f"go.etcd.io/etcd/server/v3 {binaries.ETCD_VERSION}"
+        in (root / "etcd" / "go.mod").read_text()
+    )
+    assert f"sigs.k8s.io/kwok {binaries.KWOK_VERSION}" in (root / "kwok" / "go.mod").read_text()
