@@ -151,3 +151,57 @@ def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
 def has_condition(obj: dict[str, Any], ctype: str, status: str = "True") -> bool:
     cond = condition(obj, ctype)
     return cond is not None and cond.get("status") == status
+
+
+class TcpProxy:
+    """A loopback TCP relay whose connections a test can cut, to simulate a network partition
+    between a client and the apiserver (the TLS session passes through untouched)."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.blocked = False
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        self.cut()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    def cut(self) -> None:
+        """Drops every open connection; new ones are refused until ``restore``."""
+        self.blocked = True
+        for writer in list(self._writers):
+            writer.close()
+        self._writers.clear()
+
+    def restore(self) -> None:
+        self.blocked = False
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.blocked:
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.close()
+            return
+        self._writers.update((writer, up_writer))
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._writers.discard(writer)
+        self._writers.discard(up_writer)

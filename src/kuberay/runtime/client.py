@@ -19,7 +19,7 @@ import os
 import ssl
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,9 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+# Metadata-only lists and watches: the server sends PartialObjectMetadata, not whole objects.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -242,6 +245,8 @@ class KubeClient:
         )
         self.limiter = TokenBucket(config.qps, config.burst)
         self.request_counts: dict[tuple[str, int], int] = {}
+        # Called as observer(method, status, seconds) after every request (metrics hook).
+        self.observers: list[Callable[[str, int, float], None]] = []
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -253,8 +258,12 @@ class KubeClient:
         await self._session.close()
         await self._watch_session.close()
 
-    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+    def _headers(
+        self, content_type: str | None = None, accept: str | None = None
+    ) -> dict[str, str]:
         headers: dict[str, str] = {}
+        if accept:
+            headers["Accept"] = accept
         token = self.config.bearer()
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -271,6 +280,7 @@ class KubeClient:
         params: Mapping[str, str | int | bool] | None = None,
         content_type: str = JSON,
         timeout: float | None = None,
+        accept: str | None = None,
     ) -> Any:
         """One API call; returns the decoded JSON body or raises a typed ``ApiError``."""
         data: bytes | None = None
@@ -284,22 +294,23 @@ class KubeClient:
         attempt = 0
         while True:
             await self.limiter.acquire()
+            started = time.monotonic()
             try:
                 async with self._session.request(
                     method,
                     url,
                     data=data,
                     params=query,
-                    headers=self._headers(content_type if data is not None else None),
+                    headers=self._headers(content_type if data is not None else None, accept),
                     timeout=aiohttp.ClientTimeout(total=timeout or self.config.timeout),
                 ) as resp:
                     raw = await resp.read()
                     status = resp.status
                     retry_after = resp.headers.get("Retry-After")
             except (aiohttp.ClientError, TimeoutError) as exc:
-                self._count(method, 0)
+                self._count(method, 0, started)
                 raise ApiError(0, f"{type(exc).__name__}: {exc}", method, path) from exc
-            self._count(method, status)
+            self._count(method, status, started)
             if status < 300:
                 return orjson.loads(raw) if raw else None
             decoded: dict[str, Any] | str
@@ -315,9 +326,12 @@ class KubeClient:
                 continue
             raise err
 
-    def _count(self, method: str, status: int) -> None:
+    def _count(self, method: str, status: int, started: float | None = None) -> None:
         key = (method, status)
         self.request_counts[key] = self.request_counts.get(key, 0) + 1
+        elapsed = time.monotonic() - started if started is not None else 0.0
+        for observer in self.observers:
+            observer(method, status, elapsed)
 
     # ------------------------------------------------------------------ verbs
     async def get(
@@ -335,6 +349,7 @@ class KubeClient:
         field_selector: str | None = None,
         limit: int = 500,
         resource_version: str | None = None,
+        accept: str | None = None,
     ) -> dict[str, Any]:
         """All items (following ``continue`` tokens); the result's metadata is the last page's."""
         params: dict[str, str | int | bool] = {"limit": limit}
@@ -346,7 +361,7 @@ class KubeClient:
             params["resourceVersion"] = resource_version
         items: list[dict[str, Any]] = []
         while True:
-            page = await self.request("GET", res.path(namespace), params=params)
+            page = await self.request("GET", res.path(namespace), params=params, accept=accept)
             items.extend(page.get("items") or [])
             token = page.get("metadata", {}).get("continue")
             if not token:
@@ -441,11 +456,15 @@ class KubeClient:
         field_selector: str | None = None,
         timeout_seconds: int = 300,
         bookmarks: bool = True,
+        accept: str | None = None,
+        stall_timeout: float | None = None,
     ) -> AsyncIterator[WatchEvent]:
         """Streams watch events until the server ends the watch.
 
         An HTTP error (for instance 410 for an expired resourceVersion) raises the typed error;
         an ERROR event is yielded as is so the caller can tell 410 apart from other failures.
+        No byte for ``stall_timeout`` seconds (bookmarks count) ends the stream with an
+        ``ApiError`` of status 0, so a silently dead connection is noticed and replaced.
         """
         params: dict[str, str] = {
             "watch": "true",
@@ -464,8 +483,10 @@ class KubeClient:
             resp = await self._watch_session.get(
                 self.config.server + path,
                 params=params,
-                headers=self._headers(),
-                timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
+                headers=self._headers(accept=accept),
+                timeout=aiohttp.ClientTimeout(
+                    total=None, sock_read=stall_timeout or timeout_seconds + 30
+                ),
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ApiError(0, f"{type(exc).__name__}: {exc}", "WATCH", path) from exc

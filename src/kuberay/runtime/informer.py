@@ -1,0 +1,253 @@
+"""List+watch informer feeding an indexed store and event handlers.
+
+Invariants and failure modes:
+- The store converges to the server: after a list, the watch resumes from the last seen
+  resourceVersion (bookmarks advance it too), so a dropped connection or an apiserver restart
+  costs no events.
+- 410 Gone (the resourceVersion was compacted away), or an ERROR event saying so, triggers a
+  relist whose difference against the store is emitted as adds, updates and deletions: an object
+  deleted while the informer was not watching is still reported as deleted.
+- A watch that goes silent (no event and no bookmark for ``stall_timeout``) is abandoned and
+  re-established from the same resourceVersion.
+- Transport errors back off exponentially (capped) and never end the informer; only ``stop()``
+  does. Handlers run inline and must be cheap (they enqueue keys); a handler exception is logged
+  and does not break the watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kuberay.runtime.client import METADATA_LIST, METADATA_ONLY, KubeClient, Resource
+from kuberay.runtime.errors import ApiError, Gone
+from kuberay.runtime.store import IndexFunc, Obj, Store, Transform, object_key, strip_managed_fields
+
+log = logging.getLogger("kuberay.runtime.informer")
+
+
+@dataclass
+class Handler:
+    on_add: Callable[[Obj], None] | None = None
+    on_update: Callable[[Obj, Obj], None] | None = None
+    on_delete: Callable[[Obj], None] | None = None
+
+
+class Informer:
+    """Keeps a ``Store`` of one resource (optionally one namespace / label selection) current."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        metadata_only: bool = False,
+        watch_timeout: int = 300,
+        stall_timeout: float = 120.0,
+        page_size: int = 500,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.transform = transform
+        self.metadata_only = metadata_only
+        self.watch_timeout = watch_timeout
+        self.stall_timeout = stall_timeout
+        self.page_size = page_size
+        self.store = Store(indexers)
+        self.handlers: list[Handler] = []
+        self.synced = asyncio.Event()
+        self.resource_version: str | None = None
+        self.relists = 0
+        self.events_seen = 0
+        # Called as observer(event_type) for each event applied (metrics hook).
+        self.observers: list[Callable[[str], None]] = []
+        self._stopped = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def name(self) -> str:
+        sel = f"[{self.label_selector}]" if self.label_selector else ""
+        return f"{self.resource.plural}{sel}"
+
+    def add_handler(self, handler: Handler) -> None:
+        """Registers a handler; if the store already has objects they are replayed as adds."""
+        self.handlers.append(handler)
+        if handler.on_add is not None:
+            for obj in self.store.values():
+                handler.on_add(obj)
+
+    def start(self) -> asyncio.Task[None]:
+        if self._task is None:
+            self._task = asyncio.create_task(self.run(), name=f"informer-{self.name}")
+        return self._task
+
+    async def stop(self) -> None:
+        self._stopped.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        async with asyncio.timeout(timeout):
+            await self.synced.wait()
+
+    # ------------------------------------------------------------------ main loop
+    async def run(self) -> None:
+        failures = 0
+        while not self._stopped.is_set():
+            try:
+                if self.resource_version is None:
+                    await self._relist()
+                await self._watch()
+                failures = 0
+            except Gone:
+                log.info("informer %s: resourceVersion expired, relisting", self.name)
+                self.resource_version = None
+            except ApiError as exc:
+                failures += 1
+                delay = min(30.0, 0.5 * 2 ** min(failures, 6)) * (0.8 + 0.4 * random.random())
+                log.warning(
+                    "informer %s: %s; retrying in %.1fs",
+                    self.name,
+                    exc,
+                    delay,
+                    extra={"resource": self.resource.plural},
+                )
+                await asyncio.sleep(delay)
+
+    async def _relist(self) -> None:
+        listed = await self.client.list(
+            self.resource,
+            self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            limit=self.page_size,
+            accept=METADATA_LIST if self.metadata_only else None,
+        )
+        items = [self._prepare(obj) for obj in listed["items"]]
+        added, updated, deleted = self.store.replace(items)
+        self.resource_version = listed["metadata"]["resourceVersion"]
+        self.relists += 1
+        for obj in added:
+            self._emit("ADDED", None, obj)
+        for old, new in updated:
+            self._emit("MODIFIED", old, new)
+        for obj in deleted:
+            self._emit("DELETED", obj, None)
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        # Spread watch renewals so that many informers do not all reconnect at once.
+        timeout = int(self.watch_timeout * (1 + random.random()))
+        async for event in self.client.watch(
+            self.resource,
+            self.namespace,
+            resource_version=self.resource_version,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            timeout_seconds=timeout,
+            accept=METADATA_ONLY if self.metadata_only else None,
+            stall_timeout=self.stall_timeout,
+        ):
+            if event.type == "ERROR":
+                status = event.object
+                if status.get("code") == 410:
+                    raise Gone(410, status, "WATCH", self.resource.plural)
+                raise ApiError(int(status.get("code") or 0), status, "WATCH", self.resource.plural)
+            rv = event.object.get("metadata", {}).get("resourceVersion")
+            if event.type == "BOOKMARK":
+                self.resource_version = rv
+                continue
+            self._apply(event.type, event.object)
+            if rv:
+                self.resource_version = rv
+
+    # ------------------------------------------------------------------ applying events
+    def _prepare(self, obj: Obj) -> Obj:
+        obj = strip_managed_fields(obj)
+        if self.metadata_only:
+            obj.setdefault("apiVersion", self.resource.api_version)
+            obj["kind"] = self.resource.kind
+        return self.transform(obj) if self.transform else obj
+
+    def _apply(self, etype: str, raw: Obj) -> None:
+        obj = self._prepare(raw)
+        if etype == "DELETED":
+            old = self.store.delete(object_key(obj))
+            self._emit("DELETED", old or obj, None)
+            return
+        old = self.store.upsert(obj)
+        self._emit("ADDED" if old is None else "MODIFIED", old, obj)
+
+    def _emit(self, etype: str, old: Obj | None, new: Obj | None) -> None:
+        self.events_seen += 1
+        for observer in self.observers:
+            observer(etype)
+        for handler in self.handlers:
+            try:
+                if etype == "ADDED" and handler.on_add and new is not None:
+                    handler.on_add(new)
+                elif etype == "MODIFIED" and handler.on_update and old is not None and new:
+                    handler.on_update(old, new)
+                elif etype == "DELETED" and handler.on_delete and old is not None:
+                    handler.on_delete(old)
+            except Exception:
+                log.exception("informer %s: event handler failed", self.name)
+
+
+def informer_key(resource: Resource, namespace: str | None, label_selector: str | None) -> str:
+    return f"{resource.api_version}/{resource.plural}|{namespace or ''}|{label_selector or ''}"
+
+
+class InformerFactory:
+    """Shares one informer per (resource, namespace, selector) among controllers."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+        self.informers: dict[str, Informer] = {}
+
+    def get(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        **kwargs: Any,
+    ) -> Informer:
+        key = informer_key(resource, namespace, label_selector)
+        inf = self.informers.get(key)
+        if inf is None:
+            inf = Informer(
+                self.client,
+                resource,
+                namespace=namespace,
+                label_selector=label_selector,
+                **kwargs,
+            )
+            self.informers[key] = inf
+        return inf
+
+    def start_all(self) -> None:
+        for inf in self.informers.values():
+            inf.start()
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        await asyncio.gather(*(i.wait_synced(timeout) for i in self.informers.values()))
+
+    async def stop_all(self) -> None:
+        await asyncio.gather(*(i.stop() for i in self.informers.values()))

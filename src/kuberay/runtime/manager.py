@@ -1,0 +1,145 @@
+"""The operator process: shared informers, controllers, leader election, probes, metrics, shutdown.
+
+Invariants and failure modes:
+- Informers start at once (a standby keeps warm caches); controllers start only while this
+  process is the leader, and only after their caches have synced.
+- Losing leadership stops every controller before the lease could be taken by another process
+  and makes ``run`` return 1, so the process exits and restarts as a standby (as
+  controller-runtime does); no write happens after the renew deadline has passed.
+- SIGTERM (``stop`` set) stops controllers, flushes events, releases the lease so a standby takes
+  over at once, and returns 0.
+- ``/readyz`` fails until every informer has synced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from kuberay.runtime.client import KubeClient, Resource
+from kuberay.runtime.controller import Controller
+from kuberay.runtime.events import EventRecorder
+from kuberay.runtime.informer import Informer, InformerFactory
+from kuberay.runtime.leader import LeaderElector
+from kuberay.runtime.metrics import RuntimeMetrics
+from kuberay.runtime.serving import Endpoints
+
+log = logging.getLogger("kuberay.runtime.manager")
+
+
+@dataclass
+class ManagerOptions:
+    metrics_addr: str | None = ":8080"
+    probe_addr: str | None = ":8082"
+    leader_election: bool = True
+    leader_election_id: str = "ray-operator-leader"
+    leader_election_namespace: str = "default"
+    identity: str = ""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    sync_timeout: float = 120.0
+
+
+class Manager:
+    def __init__(self, client: KubeClient, options: ManagerOptions | None = None) -> None:
+        self.client = client
+        self.options = options or ManagerOptions()
+        if not self.options.identity:
+            self.options.identity = f"{socket.gethostname()}_{os.getpid()}"
+        self.metrics = RuntimeMetrics()
+        self.metrics.instrument_client(client)
+        self.informers = InformerFactory(client)
+        self.controllers: list[Controller] = []
+        self.recorders: list[EventRecorder] = []
+        self.endpoints = Endpoints(self.metrics.registry)
+        self.endpoints.ready_checks["informers-synced"] = self._informers_synced
+        self.elector: LeaderElector | None = None
+        self.leading = asyncio.Event()
+
+    def informer(self, resource: Resource, **kwargs: Any) -> Informer:
+        known = set(self.informers.informers)
+        inf = self.informers.get(resource, **kwargs)
+        if len(self.informers.informers) != len(known):
+            self.metrics.instrument_informer(inf)
+        return inf
+
+    def controller(self, name: str, reconcile: Any, *, concurrency: int = 4) -> Controller:
+        ctrl = Controller(name, reconcile, concurrency=concurrency, metrics=self.metrics)
+        self.controllers.append(ctrl)
+        return ctrl
+
+    def recorder(self, controller: str) -> EventRecorder:
+        rec = EventRecorder(self.client, controller, self.options.identity)
+        self.recorders.append(rec)
+        return rec
+
+    def _informers_synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers.informers.values())
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Runs until ``stop`` is set (returns 0) or leadership is lost (returns 1)."""
+        opts = self.options
+        await self.endpoints.start(opts.probe_addr, opts.metrics_addr)
+        self.informers.start_all()
+        for rec in self.recorders:
+            rec.start()
+        lost = asyncio.Event()
+        elector_task: asyncio.Task[None] | None = None
+        if opts.leader_election:
+            self.elector = LeaderElector(
+                self.client,
+                name=opts.leader_election_id,
+                namespace=opts.leader_election_namespace,
+                identity=opts.identity,
+                lease_duration=opts.lease_duration,
+                renew_deadline=opts.renew_deadline,
+                retry_period=opts.retry_period,
+                on_stopped_leading=lost.set,
+            )
+            elector_task = asyncio.create_task(self.elector.run(), name="leader-election")
+            gauge = self.metrics.leader.labels(opts.leader_election_id)
+            gauge.set_function(
+                lambda: float(bool(self.elector and self.elector.is_leader.is_set()))
+            )
+            await _first(self.elector.is_leader.wait(), stop.wait(), lost.wait())
+        code = 0
+        try:
+            if not stop.is_set() and not lost.is_set():
+                self.leading.set()
+                log.info("starting %d controllers", len(self.controllers))
+                await asyncio.gather(*(c.start(opts.sync_timeout) for c in self.controllers))
+                await _first(stop.wait(), lost.wait())
+            if lost.is_set():
+                code = 1
+        finally:
+            self.leading.clear()
+            await asyncio.gather(*(c.stop() for c in self.controllers))
+            for rec in self.recorders:
+                await rec.stop()
+            if elector_task is not None:
+                elector_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await elector_task
+            await self.informers.stop_all()
+            await self.endpoints.stop()
+        return code
+
+
+async def _first(*aws: Any) -> bool:
+    """Waits until the first of ``aws`` finishes; cancels the rest."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        return bool(done)
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t

@@ -1,0 +1,228 @@
+"""Indexed in-memory object store behind an informer, and the transforms applied on the way in.
+
+Invariants and failure modes:
+- The store holds exactly what the last list plus the watch events since then say; ``replace``
+  (after a relist) returns the difference so that the informer can emit the adds, updates and,
+  crucially, the deletions that happened while it was not watching.
+- Index entries always match the stored object: an object's old index values are removed before
+  its new ones are added, so a label change never leaves a stale index hit.
+- Memory per object is the main cost of a controller at scale, so objects are stripped of
+  ``managedFields`` and may be projected to the fields controllers read (``project``); a
+  projected object is still a valid, smaller dict of the same shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+Obj = dict[str, Any]
+IndexFunc = Callable[[Obj], Iterable[str]]
+Transform = Callable[[Obj], Obj]
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta['name']}" if ns else str(meta["name"])
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    if "/" in key:
+        ns, name = key.split("/", 1)
+        return ns, name
+    return None, key
+
+
+def index_by_namespace(obj: Obj) -> Iterable[str]:
+    ns = obj.get("metadata", {}).get("namespace")
+    return (ns,) if ns else ()
+
+
+def index_by_owner_uid(obj: Obj) -> Iterable[str]:
+    return [ref["uid"] for ref in obj.get("metadata", {}).get("ownerReferences") or []]
+
+
+def index_by_label(label: str) -> IndexFunc:
+    """Index on one label's value, namespaced (``ns/value``) so equal values in two namespaces
+    never mix."""
+
+    def index(obj: Obj) -> Iterable[str]:
+        meta = obj.get("metadata", {})
+        value = (meta.get("labels") or {}).get(label)
+        if value is None:
+            return ()
+        return (f"{meta.get('namespace', '')}/{value}",)
+
+    return index
+
+
+DEFAULT_INDEXERS: dict[str, IndexFunc] = {
+    "namespace": index_by_namespace,
+    "owner": index_by_owner_uid,
+}
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    if meta is not None:
+        meta.pop("managedFields", None)
+    return obj
+
+
+# A field tree: a mapping from key to either True (keep whole value) or a nested tree; a list
+# value is projected item by item with the same nested tree.
+FieldTree = Mapping[str, "bool | FieldTree"]
+
+
+def project(obj: Any, tree: FieldTree) -> Any:
+    if isinstance(obj, list):
+        return [project(item, tree) for item in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out: dict[str, Any] = {}
+    for key, sub in tree.items():
+        if key not in obj:
+            continue
+        value = obj[key]
+        out[key] = value if sub is True else project(value, sub)  # type: ignore[arg-type]
+    return out
+
+
+METADATA_FIELDS: FieldTree = {
+    "name": True,
+    "namespace": True,
+    "uid": True,
+    "resourceVersion": True,
+    "generation": True,
+    "generateName": True,
+    "creationTimestamp": True,
+    "deletionTimestamp": True,
+    "deletionGracePeriodSeconds": True,
+    "labels": True,
+    "annotations": True,
+    "ownerReferences": True,
+    "finalizers": True,
+}
+
+# What controllers read from pods: identity, placement, restart policy, container names and
+# images, and the whole status (phase, conditions, container states, addresses). Volumes, env,
+# probes and the rest of the spec, which make up most of a pod's size, are dropped.
+POD_FIELDS: FieldTree = {
+    "apiVersion": True,
+    "kind": True,
+    "metadata": METADATA_FIELDS,
+    "spec": {
+        "nodeName": True,
+        "restartPolicy": True,
+        "schedulerName": True,
+        "containers": {"name": True, "image": True, "resources": True},
+        "initContainers": {"name": True, "image": True, "restartPolicy": True},
+    },
+    "status": True,
+}
+
+
+def projector(tree: FieldTree) -> Transform:
+    def transform(obj: Obj) -> Obj:
+        result: Obj = project(obj, tree)
+        return result
+
+    return transform
+
+
+class Store:
+    """Objects by key plus named secondary indexes."""
+
+    def __init__(self, indexers: Mapping[str, IndexFunc] | None = None) -> None:
+        self._items: dict[str, Obj] = {}
+        self._indexers: dict[str, IndexFunc] = dict(
+            DEFAULT_INDEXERS if indexers is None else indexers
+        )
+        self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def add_indexer(self, name: str, func: IndexFunc) -> None:
+        self._indexers[name] = func
+        index: dict[str, set[str]] = {}
+        for key, obj in self._items.items():
+            for value in func(obj):
+                index.setdefault(value, set()).add(key)
+        self._indices[name] = index
+
+    def get(self, key: str) -> Obj | None:
+        return self._items.get(key)
+
+    def get_by_name(self, namespace: str | None, name: str) -> Obj | None:
+        return self._items.get(f"{namespace}/{name}" if namespace else name)
+
+    def keys(self) -> list[str]:
+        return list(self._items)
+
+    def values(self) -> list[Obj]:
+        return list(self._items.values())
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        keys = self._indices[index].get(value, ())
+        return [self._items[k] for k in keys]
+
+    def index_keys(self, index: str, value: str) -> set[str]:
+        return set(self._indices[index].get(value, ()))
+
+    def upsert(self, obj: Obj) -> Obj | None:
+        """Stores ``obj``; returns the previous version, if any."""
+        key = object_key(obj)
+        old = self._items.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        self._items[key] = obj
+        self._index(key, obj)
+        return old
+
+    def delete(self, key: str) -> Obj | None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._unindex(key, old)
+        return old
+
+    def replace(self, objs: Iterable[Obj]) -> tuple[list[Obj], list[tuple[Obj, Obj]], list[Obj]]:
+        """Makes the store equal to ``objs``; returns (added, updated as (old, new), deleted)."""
+        added: list[Obj] = []
+        updated: list[tuple[Obj, Obj]] = []
+        seen: set[str] = set()
+        for obj in objs:
+            key = object_key(obj)
+            seen.add(key)
+            old = self.upsert(obj)
+            if old is None:
+                added.append(obj)
+            elif _rv(old) != _rv(obj):
+                updated.append((old, obj))
+        deleted = [self.delete(k) for k in [k for k in self._items if k not in seen]]
+        return added, updated, [d for d in deleted if d is not None]
+
+    def _index(self, key: str, obj: Obj) -> None:
+        for name, func in self._indexers.items():
+            index = self._indices[name]
+            for value in func(obj):
+                index.setdefault(value, set()).add(key)
+
+    def _unindex(self, key: str, obj: Obj) -> None:
+        for name, func in self._indexers.items():
+            index = self._indices[name]
+            for value in func(obj):
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+
+
+def _rv(obj: Obj) -> str | None:
+    rv = obj.get("metadata", {}).get("resourceVersion")
+    return str(rv) if rv is not None else None
