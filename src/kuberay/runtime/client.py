@@ -29,7 +29,7 @@ import aiohttp
 import orjson
 import yaml
 
-from kuberay.runtime.errors import ApiError, TooManyRequests, error_for
+from kuberay.runtime.errors import ApiError, TooManyRequests, WatchStalled, error_for
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -511,7 +511,9 @@ class KubeClient:
                         if line.strip():
                             ev = orjson.loads(line)
                             yield WatchEvent(ev["type"], ev["object"])
-            except (aiohttp.ClientError, TimeoutError) as exc:
+            except TimeoutError as exc:
+                raise WatchStalled(0, f"no data for {stall_timeout}s", "WATCH", path) from exc
+            except aiohttp.ClientError as exc:
                 raise ApiError(0, f"{type(exc).__name__}: {exc}", "WATCH", path) from exc
         finally:
             resp.release()

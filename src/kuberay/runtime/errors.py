@@ -78,6 +78,10 @@ class ServerError(ApiError):
     status = 500
 
 
+class WatchStalled(ApiError):
+    """No byte arrived on a watch for its stall timeout: reconnect from the same version."""
+
+
 _BY_STATUS: dict[int, type[ApiError]] = {
     400: BadRequest,
     401: Unauthorized,

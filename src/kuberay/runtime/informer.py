@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kuberay.runtime.client import METADATA_LIST, METADATA_ONLY, KubeClient, Resource
-from kuberay.runtime.errors import ApiError, Gone
+from kuberay.runtime.errors import ApiError, Gone, WatchStalled
 from kuberay.runtime.store import IndexFunc, Obj, Store, Transform, object_key, strip_managed_fields
 
 log = logging.getLogger("kuberay.runtime.informer")
@@ -110,6 +110,7 @@ class Informer:
     async def run(self) -> None:
         failures = 0
         while not self._stopped.is_set():
+            progress = (self.events_seen, self.resource_version, self.relists)
             try:
                 if self.resource_version is None:
                     await self._relist()
@@ -118,9 +119,15 @@ class Informer:
             except Gone:
                 log.info("informer %s: resourceVersion expired, relisting", self.name)
                 self.resource_version = None
+            except WatchStalled:
+                log.info("informer %s: watch went silent; reconnecting", self.name)
             except ApiError as exc:
+                # Back off only while nothing gets through; a watch that delivered something
+                # before it broke is simply re-established.
+                if progress != (self.events_seen, self.resource_version, self.relists):
+                    failures = 0
                 failures += 1
-                delay = min(30.0, 0.5 * 2 ** min(failures, 6)) * (0.8 + 0.4 * random.random())
+                delay = min(30.0, 0.25 * 2 ** min(failures, 7)) * (0.8 + 0.4 * random.random())
                 log.warning(
                     "informer %s: %s; retrying in %.1fs",
                     self.name,

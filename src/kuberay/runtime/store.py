@@ -13,7 +13,7 @@ Invariants and failure modes:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 Obj = dict[str, Any]
@@ -143,6 +143,9 @@ class Store:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._items))
 
     def __contains__(self, key: object) -> bool:
         return key in self._items
