@@ -97,17 +97,58 @@ def test_kubeconfig_with_inline_data_and_token(tmp_path: Path) -> None:
     assert first.key_file == "/abs.key"
 
 
-def test_exec_plugins_are_refused_with_a_reason(tmp_path: Path) -> None:
+def _kubeconfig_with_user(tmp_path: Path, user: dict[str, object]) -> Path:
     doc = {
         "current-context": "a",
         "contexts": [{"name": "a", "context": {"cluster": "c", "user": "u"}}],
         "clusters": [{"name": "c", "cluster": {"server": "https://x"}}],
-        "users": [{"name": "u", "user": {"exec": {"command": "aws"}}}],
+        "users": [{"name": "u", "user": user}],
     }
     path = tmp_path / "config"
     path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(ValueError, match="exec or auth-provider plugin"):
+    return path
+
+
+def test_legacy_auth_providers_are_refused_with_a_reason(tmp_path: Path) -> None:
+    path = _kubeconfig_with_user(tmp_path, {"auth-provider": {"name": "gcp"}})
+    with pytest.raises(ValueError, match="legacy auth-provider plugin"):
         load_kubeconfig(path)
+
+
+def test_exec_credential_plugin_token_is_used_and_cached(tmp_path: Path) -> None:
+    counter = tmp_path / "calls"
+    plugin = tmp_path / "plugin.sh"
+    plugin.write_text(
+        "#!/bin/sh\n"
+        f"echo x >> {counter}\n"
+        'echo "{\\"apiVersion\\":\\"client.authentication.k8s.io/v1\\",'
+        '\\"kind\\":\\"ExecCredential\\",\\"status\\":{\\"token\\":\\"$TOKEN_VALUE\\",'
+        '\\"expirationTimestamp\\":\\"2999-01-01T00:00:00Z\\"}}"\n'
+    )
+    plugin.chmod(0o755)
+    path = _kubeconfig_with_user(
+        tmp_path,
+        {
+            "exec": {
+                "apiVersion": "client.authentication.k8s.io/v1",
+                "command": str(plugin),
+                "env": [{"name": "TOKEN_VALUE", "value": "from-plugin"}],
+            }
+        },
+    )
+    cfg = load_kubeconfig(path)
+    assert cfg.bearer() == "from-plugin"
+    assert cfg.bearer() == "from-plugin"
+    assert counter.read_text().count("x") == 1
+
+
+def test_failing_exec_plugin_reports_stderr(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin.sh"
+    plugin.write_text("#!/bin/sh\necho 'not logged in' >&2\nexit 3\n")
+    plugin.chmod(0o755)
+    path = _kubeconfig_with_user(tmp_path, {"exec": {"command": str(plugin)}})
+    with pytest.raises(ValueError, match="not logged in"):
+        load_kubeconfig(path).bearer()
 
 
 async def test_token_bucket_paces_after_the_burst() -> None:
