@@ -13,6 +13,7 @@ Invariants and failure modes:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -119,14 +120,62 @@ POD_FIELDS: FieldTree = {
         "containers": {"name": True, "image": True, "resources": True},
         "initContainers": {"name": True, "image": True, "restartPolicy": True},
     },
-    "status": True,
+    "status": {
+        "phase": True,
+        "reason": True,
+        "message": True,
+        "podIP": True,
+        "hostIP": True,
+        "startTime": True,
+        "conditions": {
+            "type": True,
+            "status": True,
+            "reason": True,
+            "message": True,
+            "lastTransitionTime": True,
+        },
+        "containerStatuses": {
+            "name": True,
+            "ready": True,
+            "restartCount": True,
+            "state": True,
+            "lastState": True,
+        },
+        "initContainerStatuses": {
+            "name": True,
+            "ready": True,
+            "restartCount": True,
+            "state": True,
+        },
+    },
 }
 
 
-def projector(tree: FieldTree) -> Transform:
+def intern_strings(obj: Any) -> Any:
+    """Replaces short string values with interned copies. Across thousands of cached pods most
+    values repeat (label values, images, condition types, "True", timestamps of one second), and
+    sharing one object per distinct value is a large part of the per-pod memory saving."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if isinstance(value, str):
+                if len(value) <= 96:
+                    obj[key] = sys.intern(value)
+            elif isinstance(value, dict | list):
+                intern_strings(value)
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            if isinstance(value, str):
+                if len(value) <= 96:
+                    obj[i] = sys.intern(value)
+            elif isinstance(value, dict | list):
+                intern_strings(value)
+    return obj
+
+
+def projector(tree: FieldTree, intern: bool = True) -> Transform:
     def transform(obj: Obj) -> Obj:
         result: Obj = project(obj, tree)
-        return result
+        return intern_strings(result) if intern else result
 
     return transform
 
