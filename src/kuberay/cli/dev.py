@@ -126,8 +126,27 @@ def cmd_up(args: argparse.Namespace) -> int:
         time.sleep(0.3)
 
 
+def _stop_operator(directory: Path) -> None:
+    """Stops the operator the demo started for this plane, if it runs."""
+    pid_file = directory / "operator.pid"
+    try:
+        pid = int(pid_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return
+    if _pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while _pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    pid_file.unlink(missing_ok=True)
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     directory = plane_dir(args.name)
+    _stop_operator(directory)
     pid = _supervisor_pid(directory)
     if pid is None:
         print(f"plane {args.name!r} is not running")
