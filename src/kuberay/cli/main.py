@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kuberay.cli import demo, dev
+from kuberay.api import crdgen
+from kuberay.cli import demo, dev, operator
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,6 +14,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     dev.register(sub)
     demo.register(sub)
+    operator.register(sub)
+    crds = sub.add_parser("crds", help="regenerate (or --check) deploy/crds from the API models")
+    crdgen.add_arguments(crds)
+    crds.set_defaults(func=crdgen.run)
     return parser
 
 

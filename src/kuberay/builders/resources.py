@@ -1,0 +1,139 @@
+"""Replica and resource arithmetic behind RayCluster status.
+
+Replica counts follow upstream exactly: a group's desired count is ``replicas`` clamped into
+``[minReplicas, maxReplicas]`` (max wins when min > max; 0 for a suspended group), times
+``numOfHosts``; min/max totals skip suspended groups and the max total saturates at int32 max.
+Resource totals use *unclamped* ``replicas`` (what the spec asks for) and add the head pod.
+Per container, requests are used with limits filling in missing keys.
+
+Quantities are summed exactly and printed in Kubernetes canonical form; GPU is the sum of every
+key ending in ``gpu`` or naming a MIG slice, TPU only ``google.com/tpu``. Unparseable
+quantities are ignored here (status must still be written).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from kuberay.builders.common import (
+    JsonDict,
+    as_dict,
+    as_list,
+    head_spec,
+    is_gpu_resource_key,
+    worker_groups,
+)
+from kuberay.builders.quantity import Quantity, QuantityError, format_quantity, parse_quantity
+
+INT32_MAX: Final = 2**31 - 1
+TPU_KEY: Final = "google.com/tpu"
+
+
+def _int(value: object, default: int) -> int:
+    if value is None:
+        return default
+    try:
+        return int(value)  # type: ignore[call-overload, no-any-return]
+    except (TypeError, ValueError):
+        return default
+
+
+def _suspended(group: JsonDict) -> bool:
+    return group.get("suspend") is True
+
+
+def _hosts(group: JsonDict) -> int:
+    return max(_int(group.get("numOfHosts"), 1), 1)
+
+
+def desired_worker_replicas(group: JsonDict) -> int:
+    """Replica count for one group, before multiplying by ``numOfHosts``."""
+    if _suspended(group):
+        return 0
+    minimum = _int(group.get("minReplicas"), 0)
+    maximum = _int(group.get("maxReplicas"), INT32_MAX)
+    replicas = group.get("replicas")
+    if minimum > maximum:
+        return maximum
+    if replicas is None or _int(replicas, 0) < minimum:
+        return minimum
+    return min(_int(replicas, 0), maximum)
+
+
+def desired_worker_pods(group: JsonDict) -> int:
+    """Pods one group should have: desired replicas times ``numOfHosts``."""
+    return desired_worker_replicas(group) * _hosts(group)
+
+
+def total_desired_workers(cluster: JsonDict) -> int:
+    return sum(desired_worker_replicas(g) * _hosts(g) for g in worker_groups(cluster))
+
+
+def min_worker_replicas(cluster: JsonDict) -> int:
+    total = sum(
+        _int(g.get("minReplicas"), 0) * _hosts(g)
+        for g in worker_groups(cluster)
+        if not _suspended(g)
+    )
+    return min(total, INT32_MAX)
+
+
+def max_worker_replicas(cluster: JsonDict) -> int:
+    total = sum(
+        _int(g.get("maxReplicas"), INT32_MAX) * _hosts(g)
+        for g in worker_groups(cluster)
+        if not _suspended(g)
+    )
+    return min(total, INT32_MAX)
+
+
+def pod_resources(template: JsonDict) -> dict[str, Quantity]:
+    """Requests of every container, limits filling in keys a container does not request."""
+    totals: dict[str, Quantity] = {}
+    spec = as_dict(template.get("spec"))
+    for container in as_list(spec.get("containers")):
+        resources = as_dict(as_dict(container).get("resources"))
+        merged = dict(as_dict(resources.get("requests")))
+        for key, value in as_dict(resources.get("limits")).items():
+            merged.setdefault(key, value)
+        for key, value in merged.items():
+            try:
+                quantity = parse_quantity(str(value))
+            except QuantityError:
+                continue
+            totals[key] = totals[key] + quantity if key in totals else quantity
+    return totals
+
+
+def _accumulate(into: dict[str, Quantity], add: dict[str, Quantity], times: int) -> None:
+    if times <= 0:
+        return  # no pod of this kind: the key must not appear (its format would leak)
+    for key, quantity in add.items():
+        scaled = Quantity(quantity.value * times, quantity.format)
+        into[key] = into[key] + scaled if key in into else scaled
+
+
+def desired_resources(cluster: JsonDict) -> dict[str, Quantity]:
+    totals: dict[str, Quantity] = {}
+    _accumulate(totals, pod_resources(as_dict(head_spec(cluster).get("template"))), 1)
+    for group in worker_groups(cluster):
+        if _suspended(group):
+            continue
+        count = max(_int(group.get("replicas"), 0), 0) * _hosts(group)
+        _accumulate(totals, pod_resources(as_dict(group.get("template"))), count)
+    return totals
+
+
+def pod_resource_totals(cluster: JsonDict) -> dict[str, str]:
+    totals = desired_resources(cluster)
+    zero = Quantity(parse_quantity("0").value)
+    gpu = zero
+    for key, quantity in totals.items():
+        if is_gpu_resource_key(key):
+            gpu = gpu + quantity
+    return {
+        "desiredCPU": format_quantity(totals.get("cpu", zero)),
+        "desiredMemory": format_quantity(totals.get("memory", zero)),
+        "desiredGPU": format_quantity(gpu),
+        "desiredTPU": format_quantity(totals.get(TPU_KEY, zero)),
+    }

@@ -1,0 +1,234 @@
+"""``kuberay operator``: the operator process, with upstream's flags and configuration file.
+
+Flags keep upstream's names and defaults so existing Deployments and Helm values work; when
+``--config`` names a ``config.ray.io/v1alpha1 Configuration`` file, the file wins and the flags
+are ignored, as upstream does. Bad flags or a bad file exit with code 2 and a message, never a
+traceback. The process exits 0 after SIGTERM/SIGINT and 1 when it loses leadership (so that it
+restarts as a standby).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kuberay.api import constants as c
+from kuberay.api.features import FeatureGates
+from kuberay.builders.options import BuildOptions
+from kuberay.controllers.raycluster import RayClusterConfig
+from kuberay.controllers.raycluster import register as register_raycluster
+from kuberay.runtime import logs
+from kuberay.runtime.client import KubeClient, auto_config
+from kuberay.runtime.manager import Manager, ManagerOptions
+
+log = logging.getLogger("kuberay.operator")
+
+DEFAULT_RECONCILE_CONCURRENCY = 8
+SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclass
+class OperatorSettings:
+    metrics_addr: str = ":8080"
+    probe_addr: str = ":8082"
+    enable_leader_election: bool = True
+    leader_election_namespace: str = ""
+    reconcile_concurrency: int = DEFAULT_RECONCILE_CONCURRENCY
+    watch_namespace: list[str] = field(default_factory=list)
+    log_stdout_encoder: str = "json"
+    batch_scheduler: str = ""
+    use_kubernetes_proxy: bool = False
+    enable_metrics: bool = False
+    qps: float = 100.0
+    burst: int = 200
+    feature_gates: str = ""
+    kubeconfig: str | None = None
+    head_sidecar_containers: list[dict[str, Any]] = field(default_factory=list)
+    worker_sidecar_containers: list[dict[str, Any]] = field(default_factory=list)
+    default_container_envs: list[dict[str, Any]] = field(default_factory=list)
+    default_pod_labels: dict[str, str] = field(default_factory=dict)
+    default_pod_annotations: dict[str, str] = field(default_factory=dict)
+
+
+_CONFIG_KEYS = {
+    "metricsAddr": "metrics_addr",
+    "probeAddr": "probe_addr",
+    "enableLeaderElection": "enable_leader_election",
+    "leaderElectionNamespace": "leader_election_namespace",
+    "reconcileConcurrency": "reconcile_concurrency",
+    "logStdoutEncoder": "log_stdout_encoder",
+    "batchScheduler": "batch_scheduler",
+    "useKubernetesProxy": "use_kubernetes_proxy",
+    "enableMetrics": "enable_metrics",
+    "qps": "qps",
+    "burst": "burst",
+    "headSidecarContainers": "head_sidecar_containers",
+    "workerSidecarContainers": "worker_sidecar_containers",
+    "defaultContainerEnvs": "default_container_envs",
+    "defaultPodLabels": "default_pod_labels",
+    "defaultPodAnnotations": "default_pod_annotations",
+}
+_IGNORED_CONFIG_KEYS = {
+    "apiVersion",
+    "kind",
+    "logFile",
+    "logFileEncoder",
+    "enableBatchScheduler",
+    "deleteRayJobAfterJobFinishes",
+    "featureGates",
+}
+
+
+class SettingsError(ValueError):
+    pass
+
+
+def load_config_file(path: str, kubeconfig: str | None) -> OperatorSettings:
+    try:
+        doc = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise SettingsError(f"cannot read --config {path}: {exc}") from exc
+    if doc.get("kind") != "Configuration" or doc.get("apiVersion") != "config.ray.io/v1alpha1":
+        raise SettingsError(
+            f"{path}: expected apiVersion config.ray.io/v1alpha1, kind Configuration"
+        )
+    settings = OperatorSettings(kubeconfig=kubeconfig)
+    for key, value in doc.items():
+        if key == "watchNamespace":
+            settings.watch_namespace = [n for n in str(value or "").split(",") if n]
+        elif key in _CONFIG_KEYS:
+            setattr(settings, _CONFIG_KEYS[key], value)
+        elif key not in _IGNORED_CONFIG_KEYS:
+            raise SettingsError(f"{path}: unknown field {key!r}")
+    if isinstance(doc.get("featureGates"), dict):
+        settings.feature_gates = ",".join(f"{k}={v}" for k, v in doc["featureGates"].items())
+    return settings
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("operator", help="run the operator")
+    p.add_argument("--metrics-addr", default=":8080")
+    p.add_argument("--health-probe-bind-address", default=":8082")
+    p.add_argument("--enable-leader-election", type=_bool, default=True, nargs="?", const=True)
+    p.add_argument("--leader-election-namespace", default="")
+    p.add_argument("--reconcile-concurrency", type=int, default=DEFAULT_RECONCILE_CONCURRENCY)
+    p.add_argument("--watch-namespace", default="", help="comma-separated; empty = all")
+    p.add_argument("--log-stdout-encoder", default="json", choices=["json", "console"])
+    p.add_argument("--log-file-path", default="")
+    p.add_argument("--log-file-encoder", default="json", choices=["json", "console"])
+    p.add_argument("--batch-scheduler", default="")
+    p.add_argument("--enable-batch-scheduler", type=_bool, default=False, nargs="?", const=True)
+    p.add_argument("--forced-cluster-upgrade", type=_bool, default=False, nargs="?", const=True)
+    p.add_argument("--use-kubernetes-proxy", type=_bool, default=False, nargs="?", const=True)
+    p.add_argument("--enable-metrics", type=_bool, default=False, nargs="?", const=True)
+    p.add_argument("--feature-gates", default="")
+    p.add_argument("--qps", type=float, default=100.0)
+    p.add_argument("--burst", type=int, default=200)
+    p.add_argument("--config", default="", help="config.ray.io/v1alpha1 Configuration file")
+    p.add_argument("--kubeconfig", default=None)
+    p.set_defaults(func=cmd_operator)
+
+
+def settings_from_args(args: argparse.Namespace) -> OperatorSettings:
+    if args.config:
+        return load_config_file(args.config, args.kubeconfig)
+    if args.reconcile_concurrency < 1:
+        raise SettingsError("--reconcile-concurrency must be at least 1")
+    return OperatorSettings(
+        metrics_addr=args.metrics_addr,
+        probe_addr=args.health_probe_bind_address,
+        enable_leader_election=args.enable_leader_election,
+        leader_election_namespace=args.leader_election_namespace,
+        reconcile_concurrency=args.reconcile_concurrency,
+        watch_namespace=[n for n in args.watch_namespace.split(",") if n],
+        log_stdout_encoder=args.log_stdout_encoder,
+        batch_scheduler=args.batch_scheduler,
+        use_kubernetes_proxy=args.use_kubernetes_proxy,
+        enable_metrics=args.enable_metrics,
+        qps=args.qps,
+        burst=args.burst,
+        feature_gates=args.feature_gates,
+        kubeconfig=args.kubeconfig,
+    )
+
+
+def _lease_namespace(settings: OperatorSettings) -> str:
+    if settings.leader_election_namespace:
+        return settings.leader_election_namespace
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    if SA_NAMESPACE_FILE.exists():
+        return SA_NAMESPACE_FILE.read_text().strip()
+    return "default"
+
+
+async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> int:
+    try:
+        gates = FeatureGates.parse(settings.feature_gates)
+    except ValueError as exc:
+        raise SettingsError(f"--feature-gates: {exc}") from exc
+    config = auto_config(settings.kubeconfig)
+    config.qps, config.burst = settings.qps, settings.burst
+    build = BuildOptions.from_env(
+        os.environ,
+        default_container_envs=tuple(settings.default_container_envs),
+        default_pod_labels=dict(settings.default_pod_labels),
+        default_pod_annotations=dict(settings.default_pod_annotations),
+        head_sidecar_containers=tuple(settings.head_sidecar_containers),
+        worker_sidecar_containers=tuple(settings.worker_sidecar_containers),
+        multi_host_indexing=gates.enabled("RayMultiHostIndexing"),
+    )
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with KubeClient(config, user_agent=f"kuberay-operator/{c.KUBERAY_VERSION}") as client:
+        mgr = Manager(
+            client,
+            ManagerOptions(
+                metrics_addr=settings.metrics_addr,
+                probe_addr=settings.probe_addr,
+                leader_election=settings.enable_leader_election,
+                leader_election_namespace=_lease_namespace(settings),
+            ),
+        )
+        rc = RayClusterConfig.from_env(
+            os.environ, build=build, gates=gates, concurrency=settings.reconcile_concurrency
+        )
+        register_raycluster(mgr, rc, settings.watch_namespace or None)
+        log.info(
+            "operator starting",
+            extra={
+                "version": c.KUBERAY_VERSION,
+                "watchNamespaces": settings.watch_namespace or "all",
+                "reconcileConcurrency": settings.reconcile_concurrency,
+            },
+        )
+        return await mgr.run(stop)
+
+
+def cmd_operator(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from_args(args)
+        logs.setup(settings.log_stdout_encoder)
+        return asyncio.run(run(settings))
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,607 @@
+"""RayCluster reconciler: read state from the caches, compute with pure builders, write the diff.
+
+Invariants and failure modes:
+- Level-triggered and idempotent: every pass starts from the cached RayCluster and pods, so a
+  restart or a lost event costs one extra pass, never a wrong action.
+- No duplicate pods and no double deletes: each pod create/delete is recorded in expectations
+  before it is sent, and a group (head, or one worker group) is only acted on when the cache has
+  seen all of that group's recorded writes. Pod names are chosen before the create (random
+  suffix injected into the pure builder) so that the expectation names the pod.
+- Bounded work per pass: at most ``max_creates_per_pass`` pods are created per reconcile, then
+  the key goes to the back of the queue, so one huge scale-up cannot starve small clusters.
+- The status is written only when it changed (ignoring timestamps), with the resourceVersion
+  read, so a stale write fails with Conflict and is simply redone from fresh state.
+- Invalid specs get a Warning event with upstream's message and are not retried until the spec
+  changes; a spec the models cannot even parse is reported the same way, never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import os
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from kuberay.api import constants as c
+from kuberay.api import validation as v
+from kuberay.api.features import FeatureGates
+from kuberay.api.raycluster import RayCluster
+from kuberay.builders import hashing, names, rbac
+from kuberay.builders import pod as podb
+from kuberay.builders import resources as resb
+from kuberay.builders import service as svcb
+from kuberay.builders.options import BuildOptions
+from kuberay.controllers import raycluster_status as st
+from kuberay.runtime.client import (
+    PODS,
+    SERVICEACCOUNTS,
+    SERVICES,
+    KubeClient,
+    Resource,
+)
+from kuberay.runtime.controller import (
+    Request,
+    Result,
+    annotations_changed,
+    any_of,
+    generation_changed,
+    labels_changed,
+)
+from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
+from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
+from kuberay.runtime.expectations import Expectations
+from kuberay.runtime.informer import Informer
+from kuberay.runtime.manager import Manager
+from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
+
+log = logging.getLogger("kuberay.controllers.raycluster")
+
+RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", kind="Role")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", kind="RoleBinding")
+
+POD_SELECTOR = f"{c.LABEL_NODE_TYPE} in (head,worker,redis-cleanup)"
+OWNED_SELECTOR = f"{c.LABEL_CREATED_BY}={c.CREATED_BY}"
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alphabet
+
+
+def random_suffix(n: int = 5) -> str:
+    return "".join(random.choice(_SUFFIX_ALPHABET) for _ in range(n))
+
+
+def _env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = env.get(name)
+    if value is None or value == "":
+        return default
+    return value.lower() == "true"
+
+
+@dataclass
+class RayClusterConfig:
+    """What the operator's environment and flags say about RayCluster reconciling."""
+
+    build: BuildOptions = field(default_factory=BuildOptions)
+    gates: FeatureGates = field(default_factory=FeatureGates)
+    random_pod_delete: bool = False
+    default_requeue_seconds: float = 300.0
+    error_requeue_seconds: float = 2.0
+    max_creates_per_pass: int = 200
+    create_parallelism: int = 20
+    concurrency: int = 8
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> RayClusterConfig:
+        env = os.environ if env is None else env
+        seconds = env.get(c.ENV_RAYCLUSTER_DEFAULT_REQUEUE_SECONDS, "")
+        kwargs: dict[str, Any] = {
+            "build": BuildOptions.from_env(env),
+            "random_pod_delete": _env_flag(env, c.ENV_ENABLE_RANDOM_POD_DELETE, False),
+            "default_requeue_seconds": float(seconds) if seconds.strip().isdigit() else 300.0,
+        }
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+
+class _ReconcileError(Exception):
+    """A failed pod operation, carrying the ReplicaFailure condition reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class RayClusterReconciler:
+    def __init__(
+        self,
+        mgr: Manager,
+        config: RayClusterConfig,
+        *,
+        namespaces: list[str] | None = None,
+    ) -> None:
+        self.client: KubeClient = mgr.client
+        self.config = config
+        self.recorder: EventRecorder = mgr.recorder("raycluster-controller")
+        ns_list: list[str | None] = list(namespaces) if namespaces else [None]
+        self.clusters: list[Informer] = []
+        self.pods: list[Informer] = []
+        self.services: list[Informer] = []
+        ctrl = mgr.controller("raycluster", self.reconcile, concurrency=config.concurrency)
+        predicate = any_of(generation_changed, labels_changed, annotations_changed)
+        for ns in ns_list:
+            clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
+            pods = mgr.informer(
+                PODS,
+                namespace=ns,
+                label_selector=POD_SELECTOR,
+                transform=projector(POD_FIELDS),
+            )
+            pods.store.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
+            services = mgr.informer(SERVICES, namespace=ns, label_selector=OWNED_SELECTOR)
+            ctrl.for_(clusters, predicate)
+            ctrl.owns(pods, c.KIND_RAYCLUSTER, "ray.io")
+            ctrl.owns(services, c.KIND_RAYCLUSTER, "ray.io")
+            self.clusters.append(clusters)
+            self.pods.append(pods)
+            self.services.append(services)
+        self.controller = ctrl
+        self.expectations = Expectations(self._lookup_pod)
+
+    # ------------------------------------------------------------------ cache access
+    def _cached(self, informers: list[Informer], ns: str, name: str) -> Obj | None:
+        for inf in informers:
+            obj = inf.store.get_by_name(ns, name)
+            if obj is not None:
+                return obj
+        return None
+
+    def _lookup_pod(self, ns: str, name: str) -> Obj | None:
+        return self._cached(self.pods, ns, name)
+
+    def cluster_pods(self, ns: str, cluster: str) -> list[Obj]:
+        out: list[Obj] = []
+        for inf in self.pods:
+            out.extend(inf.store.by_index("cluster", f"{ns}/{cluster}"))
+        return out
+
+    # ------------------------------------------------------------------ reconcile
+    async def reconcile(self, req: Request) -> Result | None:
+        ns = req.namespace or ""
+        cached = self._cached(self.clusters, ns, req.name)
+        if cached is None:
+            self.expectations.drop_prefix(f"{ns}/{req.name}/")
+            return None
+        spec = cached.get("spec") or {}
+        managed_by = spec.get("managedBy")
+        if managed_by is not None and managed_by != c.MANAGED_BY_KUBERAY:
+            return None
+        cluster = copy.deepcopy(cached)
+        cluster.setdefault("apiVersion", "ray.io/v1")
+        cluster.setdefault("kind", c.KIND_RAYCLUSTER)
+        spec = cluster["spec"]
+        spec["headGroupSpec"].setdefault("rayStartParams", {})
+        for group in spec.get("workerGroupSpecs") or []:
+            if group.get("rayStartParams") is None:
+                group["rayStartParams"] = {}
+
+        problem = self._validate(cluster)
+        if problem is not None:
+            reason, message, requeue = problem
+            self.recorder.event(cluster, WARNING, reason, message, "Validate")
+            if requeue:
+                return Result(requeue_after=self.config.error_requeue_seconds)
+            return None
+        if cluster["metadata"].get("deletionTimestamp"):
+            return None
+
+        error: _ReconcileError | None = None
+        more_work = False
+        try:
+            await self._reconcile_rbac(cluster)
+            await self._reconcile_head_service(cluster)
+            if any(int(g.get("numOfHosts") or 1) > 1 for g in spec.get("workerGroupSpecs") or []):
+                await self._create_if_missing(
+                    SERVICES, svcb.build_headless_service(cluster, self.config.build)
+                )
+            more_work = await self._reconcile_pods(cluster)
+        except _ReconcileError as exc:
+            error = exc
+        except Conflict:
+            raise
+        except ApiError as exc:
+            error = _ReconcileError("", str(exc))
+        changed = await self._update_status(cluster, error)
+        if more_work:
+            return Result(requeue_after=0.001)
+        if error is not None or changed:
+            return Result(requeue_after=self.config.error_requeue_seconds)
+        return Result(requeue_after=self.config.default_requeue_seconds)
+
+    def _validate(self, cluster: Obj) -> tuple[str, str, bool] | None:
+        err = v.validate_raycluster_metadata(cluster["metadata"])
+        if err:
+            return c.EVENT_INVALID_RAYCLUSTER_METADATA, err, False
+        try:
+            model = RayCluster.model_validate(cluster)
+        except ValidationError as exc:
+            return c.EVENT_INVALID_RAYCLUSTER_SPEC, f"spec could not be read: {exc}", False
+        annotations = cluster["metadata"].get("annotations") or {}
+        if model.spec is None:
+            return c.EVENT_INVALID_RAYCLUSTER_SPEC, "spec is required", False
+        err = v.validate_raycluster_spec(model.spec, annotations, self.config.gates)
+        if err:
+            return c.EVENT_INVALID_RAYCLUSTER_SPEC, err, False
+        err = v.validate_raycluster_upgrade_options(model)
+        if err:
+            return c.EVENT_INVALID_RAYCLUSTER_SPEC, err, False
+        err = v.validate_raycluster_status(model)
+        if err:
+            return c.EVENT_INVALID_RAYCLUSTER_STATUS, err, True
+        return None
+
+    # ------------------------------------------------------------------ child objects
+    async def _create_if_missing(self, res: Resource, obj: Obj) -> bool:
+        """Create-only semantics (upstream never updates these): True when created."""
+        try:
+            await self.client.create(res, obj, obj["metadata"].get("namespace"))
+        except AlreadyExists:
+            return False
+        return True
+
+    async def _reconcile_rbac(self, cluster: Obj) -> None:
+        if not cluster["spec"].get("enableInTreeAutoscaling"):
+            return
+        ns = cluster["metadata"]["namespace"]
+        head_sa = (cluster["spec"]["headGroupSpec"].get("template", {}).get("spec", {})).get(
+            "serviceAccountName"
+        )
+        if head_sa:
+            try:
+                await self.client.get(SERVICEACCOUNTS, names.check_name(head_sa), ns)
+            except NotFound:
+                msg = (
+                    f"the service account {head_sa} of the head pod does not exist; "
+                    "the operator does not create user-named service accounts"
+                )
+                self.recorder.event(cluster, WARNING, "AutoscalerServiceAccountNotFound", msg)
+                raise _ReconcileError("", msg) from None
+        else:
+            await self._create_if_missing(
+                SERVICEACCOUNTS, rbac.build_autoscaler_service_account(cluster)
+            )
+        await self._create_if_missing(ROLES, rbac.build_autoscaler_role(cluster))
+        await self._create_if_missing(ROLEBINDINGS, rbac.build_autoscaler_role_binding(cluster))
+
+    async def _reconcile_head_service(self, cluster: Obj) -> None:
+        want = svcb.build_head_service(cluster, self.config.build)
+        ns = cluster["metadata"]["namespace"]
+        if self._cached(self.services, ns, want["metadata"]["name"]) is not None:
+            return
+        if await self._create_if_missing(SERVICES, want):
+            self.recorder.event(
+                cluster,
+                NORMAL,
+                "CreatedService",
+                f"Created service {ns}/{want['metadata']['name']}",
+                "Create",
+            )
+
+    # ------------------------------------------------------------------ pods
+    async def _reconcile_pods(self, cluster: Obj) -> bool:
+        """Returns True when more pod work remains for another pass (bounded batches)."""
+        spec = cluster["spec"]
+        meta = cluster["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        pods = [
+            p for p in self.cluster_pods(ns, name) if not p["metadata"].get("deletionTimestamp")
+        ]
+        conditions = (cluster.get("status") or {}).get("conditions") or []
+        suspending = any(
+            co.get("type") == c.COND_RAYCLUSTER_SUSPENDING and co.get("status") == "True"
+            for co in conditions
+        )
+        if suspending or spec.get("suspend"):
+            if suspending and pods:
+                await self._delete_pods(cluster, pods, "", c.REASON_FAILED_DELETE_ALL_PODS)
+            return False
+
+        want_hash = hashing.spec_hash(spec)
+        heads = [
+            p for p in pods if p["metadata"]["labels"].get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD
+        ]
+        strategy = (spec.get("upgradeStrategy") or {}).get("type")
+        if heads:
+            ann = heads[0]["metadata"].get("annotations") or {}
+            if (
+                strategy == "Recreate"
+                and ann.get(c.ANNOTATION_UPGRADE_STRATEGY_RECREATE_HASH) != want_hash
+            ):
+                if ann.get(c.ANNOTATION_KUBERAY_VERSION) != self.config.build.kuberay_version:
+                    await self._restamp_head(heads[0], want_hash)
+                else:
+                    self.expectations.drop_prefix(f"{ns}/{name}/")
+                    await self._delete_pods(cluster, pods, "", c.REASON_FAILED_DELETE_ALL_PODS)
+                    return False
+
+        await self._reconcile_head(cluster, heads)
+        more = False
+        budget = self.config.max_creates_per_pass
+        for group in spec.get("workerGroupSpecs") or []:
+            key = f"{ns}/{name}/{group['groupName']}"
+            if not self.expectations.satisfied(key):
+                continue
+            group_pods = [
+                p
+                for p in pods
+                if p["metadata"]["labels"].get(c.LABEL_GROUP) == group["groupName"]
+                and p["metadata"]["labels"].get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_WORKER
+            ]
+            created, left = await self._reconcile_group(cluster, group, group_pods, budget)
+            budget -= created
+            more = more or left
+        return more
+
+    async def _restamp_head(self, head: Obj, want_hash: str) -> None:
+        patch = {
+            "metadata": {
+                "annotations": {
+                    c.ANNOTATION_UPGRADE_STRATEGY_RECREATE_HASH: want_hash,
+                    c.ANNOTATION_KUBERAY_VERSION: self.config.build.kuberay_version,
+                }
+            }
+        }
+        await self.client.patch(
+            PODS, head["metadata"]["name"], patch, head["metadata"]["namespace"]
+        )
+
+    async def _reconcile_head(self, cluster: Obj, heads: list[Obj]) -> None:
+        meta = cluster["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        key = f"{ns}/{name}/"
+        if not self.expectations.satisfied(key):
+            return
+        if len(heads) == 1:
+            head = heads[0]
+            if podb.pod_is_unhealthy(head):
+                await self._delete_pods(cluster, [head], "", c.REASON_FAILED_DELETE_HEAD_POD)
+                raise _ReconcileError(
+                    "", f"deleted unhealthy head pod {head['metadata']['name']}; recreating"
+                )
+            return
+        if len(heads) > 1:
+            raise _ReconcileError(
+                "", f"{len(heads)} head pods found for RayCluster {ns}/{name}; expected one"
+            )
+        annotations = meta.get("annotations") or {}
+        if st.condition_true(cluster, c.COND_RAYCLUSTER_PROVISIONED) and (
+            annotations.get(c.ANNOTATION_DISABLE_PROVISIONED_HEAD_RESTART) == "true"
+        ):
+            return
+        suffix = None if self.config.build.deterministic_head_pod_name else random_suffix()
+        pod = podb.build_head_pod(cluster, self.config.build, name_suffix=suffix)
+        await self._create_pod(cluster, pod, key, head=True)
+
+    async def _reconcile_group(
+        self, cluster: Obj, group: Obj, pods: list[Obj], budget: int
+    ) -> tuple[int, bool]:
+        meta = cluster["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        key = f"{ns}/{name}/{group['groupName']}"
+        if group.get("suspend"):
+            if pods:
+                await self._delete_pods(cluster, pods, key, c.REASON_FAILED_DELETE_WORKER_POD)
+            return 0, False
+        unhealthy = [p for p in pods if podb.pod_is_unhealthy(p)]
+        if unhealthy:
+            await self._delete_pods(cluster, unhealthy, key, c.REASON_FAILED_DELETE_WORKER_POD)
+            raise _ReconcileError(
+                "", f"deleted {len(unhealthy)} unhealthy worker pods of group {group['groupName']}"
+            )
+        to_delete = set((group.get("scaleStrategy") or {}).get("workersToDelete") or [])
+        named = [p for p in pods if p["metadata"]["name"] in to_delete]
+        if named:
+            await self._delete_pods(cluster, named, key, c.REASON_FAILED_DELETE_WORKER_POD)
+        remaining = [p for p in pods if p["metadata"]["name"] not in to_delete]
+        desired = resb.desired_worker_replicas(group) * max(1, int(group.get("numOfHosts") or 1))
+        diff = desired - len(remaining)
+        if diff > 0:
+            count = min(diff, max(0, budget))
+            used = {
+                p["metadata"]["labels"].get(c.LABEL_WORKER_GROUP_REPLICA_INDEX) for p in remaining
+            }
+            free = (i for i in range(desired * 2 + 1) if str(i) not in used)
+            builds = []
+            for _ in range(count):
+                index = next(free) if self.config.build.multi_host_indexing else None
+                builds.append(
+                    podb.build_worker_pod(
+                        cluster,
+                        group,
+                        self.config.build,
+                        name_suffix=random_suffix(),
+                        replica_index=index,
+                    )
+                )
+            await self._create_pods(cluster, builds, key)
+            return count, count < diff
+        if diff < 0:
+            autoscaling = bool(cluster["spec"].get("enableInTreeAutoscaling"))
+            if not autoscaling or self.config.random_pod_delete:
+                victims = remaining[:-diff]
+                await self._delete_pods(cluster, victims, key, c.REASON_FAILED_DELETE_WORKER_POD)
+        return 0, False
+
+    async def _create_pods(self, cluster: Obj, pods: list[Obj], key: str) -> None:
+        sem = asyncio.Semaphore(self.config.create_parallelism)
+
+        async def one(pod: Obj) -> None:
+            async with sem:
+                await self._create_pod(cluster, pod, key, head=False)
+
+        results = await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def _create_pod(self, cluster: Obj, pod: Obj, key: str, *, head: bool) -> None:
+        ns = pod["metadata"]["namespace"]
+        pod_name = pod["metadata"].get("name", "")
+        if pod_name:
+            self.expectations.expect_create(key, ns, pod_name)
+        try:
+            created = await self.client.create(PODS, pod, ns)
+        except ApiError as exc:
+            if pod_name:
+                self.expectations.observe_failure(key, ns, pod_name)
+            reason = (
+                c.EVENT_FAILED_TO_CREATE_HEAD_POD if head else c.EVENT_FAILED_TO_CREATE_WORKER_POD
+            )
+            self.recorder.event(
+                cluster, WARNING, reason, f"Failed to create pod: {exc.message}", "Create"
+            )
+            raise _ReconcileError(
+                c.REASON_FAILED_CREATE_HEAD_POD if head else c.REASON_FAILED_CREATE_WORKER_POD,
+                exc.message or str(exc),
+            ) from exc
+        if not pod_name:
+            self.expectations.expect_create(key, ns, created["metadata"]["name"])
+        reason = c.EVENT_CREATED_HEAD_POD if head else c.EVENT_CREATED_WORKER_POD
+        self.recorder.event(
+            cluster, NORMAL, reason, f"Created pod {ns}/{created['metadata']['name']}", "Create"
+        )
+
+    async def _delete_pods(self, cluster: Obj, pods: list[Obj], key: str, fail_reason: str) -> None:
+        for pod in pods:
+            meta = pod["metadata"]
+            group_key = key or self._group_key(cluster, pod)
+            self.expectations.expect_delete(group_key, meta["namespace"], meta["name"])
+            try:
+                await self.client.delete(PODS, meta["name"], meta["namespace"], uid=meta.get("uid"))
+            except NotFound:
+                continue
+            except ApiError as exc:
+                self.expectations.observe_failure(group_key, meta["namespace"], meta["name"])
+                raise _ReconcileError(fail_reason, exc.message or str(exc)) from exc
+            head = meta["labels"].get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD
+            reason = c.EVENT_DELETED_HEAD_POD if head else c.EVENT_DELETED_WORKER_POD
+            self.recorder.event(
+                cluster, NORMAL, reason, f"Deleted pod {meta['namespace']}/{meta['name']}", "Delete"
+            )
+
+    def _group_key(self, cluster: Obj, pod: Obj) -> str:
+        meta = cluster["metadata"]
+        labels = pod["metadata"]["labels"]
+        group = (
+            ""
+            if labels.get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD
+            else labels.get(c.LABEL_GROUP, "")
+        )
+        return f"{meta['namespace']}/{meta['name']}/{group}"
+
+    # ------------------------------------------------------------------ status
+    async def _update_status(self, cluster: Obj, error: _ReconcileError | None) -> bool:
+        meta = cluster["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        pods = self.cluster_pods(ns, name)
+        head_svc = self._cached(self.services, ns, names.head_service_name(cluster))
+        now = st.now_rfc3339()
+        new = st.calculate_status(
+            cluster,
+            pods,
+            head_svc,
+            reconcile_error=error.message if error else None,
+            error_reason=error.reason if error and error.reason else None,
+            conditions_enabled=self.config.gates.enabled("RayClusterStatusConditions"),
+            now=now,
+        )
+        self._suspend_conditions(cluster, new, pods, now)
+        old = cluster.get("status")
+        if not st.status_changed(old, new):
+            return False
+        new["lastUpdateTime"] = now
+        body = {
+            "apiVersion": "ray.io/v1",
+            "kind": c.KIND_RAYCLUSTER,
+            "metadata": {"name": name, "namespace": ns, "resourceVersion": meta["resourceVersion"]},
+            "spec": cluster["spec"],
+            "status": new,
+        }
+        await self.client.update_status(RAYCLUSTERS, body)
+        return True
+
+    def _suspend_conditions(self, cluster: Obj, status: Obj, pods: list[Obj], now: str) -> None:
+        """The suspend state machine: Suspending (pods being deleted) then Suspended."""
+        if not self.config.gates.enabled("RayClusterStatusConditions"):
+            return
+        conditions: list[Obj] = status.setdefault("conditions", [])
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        suspending = st.find_condition(conditions, c.COND_RAYCLUSTER_SUSPENDING)
+        suspended = st.find_condition(conditions, c.COND_RAYCLUSTER_SUSPENDED)
+        is_suspending = bool(suspending and suspending.get("status") == "True")
+        is_suspended = bool(suspended and suspended.get("status") == "True")
+        want = bool(cluster["spec"].get("suspend"))
+        gen = cluster["metadata"].get("generation")
+        if want and not is_suspending and not is_suspended:
+            st.set_condition(
+                conditions,
+                c.COND_RAYCLUSTER_SUSPENDING,
+                "True",
+                c.COND_RAYCLUSTER_SUSPENDING,
+                "",
+                gen,
+                now,
+            )
+        elif is_suspending and not live:
+            st.set_condition(
+                conditions,
+                c.COND_RAYCLUSTER_SUSPENDING,
+                "False",
+                c.COND_RAYCLUSTER_SUSPENDING,
+                "",
+                gen,
+                now,
+            )
+            st.set_condition(
+                conditions,
+                c.COND_RAYCLUSTER_SUSPENDED,
+                "True",
+                c.COND_RAYCLUSTER_SUSPENDED,
+                "",
+                gen,
+                now,
+            )
+            st.set_condition(
+                conditions,
+                c.COND_RAYCLUSTER_PROVISIONED,
+                "False",
+                c.REASON_RAYCLUSTER_PODS_PROVISIONING,
+                st.MSG_SUSPENDED,
+                gen,
+                now,
+            )
+            status["state"] = "suspended"
+            times = dict(status.get("stateTransitionTimes") or {})
+            times["suspended"] = now
+            status["stateTransitionTimes"] = times
+        elif not want and is_suspended:
+            st.set_condition(
+                conditions,
+                c.COND_RAYCLUSTER_SUSPENDED,
+                "False",
+                c.COND_RAYCLUSTER_SUSPENDED,
+                "",
+                gen,
+                now,
+            )
+
+
+def register(
+    mgr: Manager, config: RayClusterConfig, namespaces: list[str] | None = None
+) -> RayClusterReconciler:
+    return RayClusterReconciler(mgr, config, namespaces=namespaces)

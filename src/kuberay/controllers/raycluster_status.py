@@ -1,0 +1,297 @@
+"""RayCluster status computation: a pure function of the cluster, its pods and its head Service.
+
+Invariants and failure modes:
+- Counters, desired resources, state, endpoints and head info follow upstream's rules exactly
+  (see the behaviour reference §2.1); ``state`` latches ``ready`` and is only ever replaced by
+  ``suspended`` (and back), never cleared because pods later fail.
+- Beyond upstream, every stall has a reason: when the cluster is not provisioned, the
+  ``RayClusterProvisioned`` condition's message names the first pod that holds it back and why
+  (unschedulable, image pull errors, crash loops, a missing service account or quota), so
+  ``kubectl describe`` answers "why is my cluster not ready" without reading pod events.
+- ``status_changed`` ignores ``lastUpdateTime`` and ``observedGeneration`` so that an unchanged
+  cluster is never written (no status churn, no 409 storms).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from typing import Any
+
+from kuberay.api import constants as c
+from kuberay.builders import resources as res
+
+Obj = dict[str, Any]
+
+MSG_PROVISIONING = "RayCluster Pods are being provisioned for first time"
+MSG_PROVISIONED = "All Ray Pods are ready for the first time"
+MSG_SUSPENDED = "RayCluster has been suspended"
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_condition(pod: Obj, ctype: str) -> Obj | None:
+    for cond in pod.get("status", {}).get("conditions") or []:
+        if cond.get("type") == ctype:
+            return dict(cond)
+    return None
+
+
+def is_running_and_ready(pod: Obj) -> bool:
+    ready = pod_condition(pod, "Ready")
+    return pod.get("status", {}).get("phase") == "Running" and bool(
+        ready and ready.get("status") == "True"
+    )
+
+
+def all_pods_running(pods: list[Obj]) -> bool:
+    """Upstream ``CheckAllPodsRunning``: every pod Running and none with Ready=False."""
+    if not pods:
+        return False
+    for pod in pods:
+        if pod.get("status", {}).get("phase") != "Running":
+            return False
+        ready = pod_condition(pod, "Ready")
+        if ready is not None and ready.get("status") == "False":
+            return False
+    return True
+
+
+def node_type(pod: Obj) -> str:
+    return str((pod["metadata"].get("labels") or {}).get(c.LABEL_NODE_TYPE, ""))
+
+
+def find_condition(conditions: list[Obj], ctype: str) -> Obj | None:
+    for cond in conditions:
+        if cond.get("type") == ctype:
+            return cond
+    return None
+
+
+def set_condition(
+    conditions: list[Obj],
+    ctype: str,
+    status: str,
+    reason: str,
+    message: str,
+    generation: int | None,
+    now: str,
+) -> None:
+    """``meta.SetStatusCondition``: lastTransitionTime changes only when status changes."""
+    existing = find_condition(conditions, ctype)
+    if existing is None:
+        cond: Obj = {"type": ctype, "status": status, "reason": reason, "message": message}
+        cond["lastTransitionTime"] = now
+        if generation is not None:
+            cond["observedGeneration"] = generation
+        conditions.append(cond)
+        return
+    if existing.get("status") != status:
+        existing["lastTransitionTime"] = now
+    existing.update(status=status, reason=reason, message=message)
+    if generation is not None:
+        existing["observedGeneration"] = generation
+
+
+def remove_condition(conditions: list[Obj], ctype: str) -> None:
+    conditions[:] = [cond for cond in conditions if cond.get("type") != ctype]
+
+
+def condition_true(cluster: Obj, ctype: str) -> bool:
+    cond = find_condition(cluster.get("status", {}).get("conditions") or [], ctype)
+    return bool(cond and cond.get("status") == "True")
+
+
+def stall_reason(pods: list[Obj]) -> str | None:
+    """Why the first pod that is not Running+Ready is stuck, in one line, or None."""
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        if is_running_and_ready(pod):
+            continue
+        name = pod["metadata"]["name"]
+        status = pod.get("status", {})
+        if pod.get("metadata", {}).get("deletionTimestamp"):
+            continue
+        scheduled = pod_condition(pod, "PodScheduled")
+        if scheduled and scheduled.get("status") == "False":
+            reason = scheduled.get("reason") or "Unschedulable"
+            return f"pod {name}: {reason}: {scheduled.get('message', '')}".rstrip(": ")
+        for key in ("initContainerStatuses", "containerStatuses"):
+            for cs in status.get(key) or []:
+                state = cs.get("state") or {}
+                waiting = state.get("waiting")
+                if waiting and waiting.get("reason") not in (None, "PodInitializing"):
+                    msg = waiting.get("message") or ""
+                    return f"pod {name}: container {cs['name']}: {waiting['reason']} {msg}".strip()
+                term = state.get("terminated")
+                if term and term.get("exitCode", 0) != 0:
+                    return (
+                        f"pod {name}: container {cs['name']} exited with code "
+                        f"{term.get('exitCode')} ({term.get('reason', '')})"
+                    )
+        if status.get("phase") in ("Failed", "Unknown"):
+            return f"pod {name}: phase {status['phase']}: {status.get('reason', '')}".rstrip(": ")
+    return None
+
+
+def head_pod_ready_condition(head: Obj | None) -> tuple[str, str, str]:
+    """(status, reason, message) of HeadPodReady mirrored from the head pod."""
+    if head is None:
+        return "False", c.REASON_HEAD_POD_NOT_FOUND, "Head Pod not found"
+    ready = pod_condition(head, "Ready")
+    if ready is None:
+        return "False", c.REASON_UNKNOWN, ""
+    status = str(ready.get("status", "Unknown"))
+    reason = str(ready.get("reason") or "")
+    message = str(ready.get("message") or "")
+    if status == "True" and not reason:
+        reason = c.REASON_HEAD_POD_RUNNING_AND_READY
+    if reason == c.REASON_CONTAINERS_NOT_READY:
+        for cs in head.get("status", {}).get("containerStatuses") or []:
+            state = cs.get("state") or {}
+            detail = state.get("waiting") or state.get("terminated")
+            if detail and detail.get("reason"):
+                reason = str(detail["reason"])
+                if detail.get("message"):
+                    message = f"{message}; {detail['message']}" if message else detail["message"]
+                break
+    return status, reason or c.REASON_UNKNOWN, message
+
+
+def calculate_status(
+    cluster: Obj,
+    pods: list[Obj],
+    head_service: Obj | None,
+    *,
+    reconcile_error: str | None,
+    error_reason: str | None,
+    conditions_enabled: bool,
+    now: str,
+) -> Obj:
+    """The new ``status`` dict for ``cluster``; ``pods`` are all live pods of the cluster."""
+    spec = cluster["spec"]
+    old = cluster.get("status") or {}
+    status: Obj = copy.deepcopy(old)
+    generation = cluster["metadata"].get("generation")
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    workers = [
+        p for p in live if p["metadata"]["labels"].get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_WORKER
+    ]
+    heads = [p for p in live if p["metadata"]["labels"].get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD]
+    head = heads[0] if heads else None
+
+    status["readyWorkerReplicas"] = sum(1 for p in workers if is_running_and_ready(p))
+    status["availableWorkerReplicas"] = sum(
+        1 for p in workers if p.get("status", {}).get("phase") == "Running"
+    )
+    status["desiredWorkerReplicas"] = res.total_desired_workers(cluster)
+    status["minWorkerReplicas"] = res.min_worker_replicas(cluster)
+    status["maxWorkerReplicas"] = res.max_worker_replicas(cluster)
+    status.update(res.pod_resource_totals(cluster))
+
+    suspended_now = bool(spec.get("suspend")) and not live
+    new_state = old.get("state")
+    all_running = len(live) == status["desiredWorkerReplicas"] + 1 and all_pods_running(live)
+    if suspended_now:
+        new_state = "suspended"
+    elif reconcile_error is None and all_running:
+        new_state = "ready"
+    if new_state and new_state != old.get("state"):
+        status["state"] = new_state
+        times = dict(status.get("stateTransitionTimes") or {})
+        times[new_state] = now
+        status["stateTransitionTimes"] = times
+
+    # head info and endpoints
+    head_info: Obj = {}
+    if head is not None:
+        if head.get("status", {}).get("podIP"):
+            head_info["podIP"] = head["status"]["podIP"]
+        head_info["podName"] = head["metadata"]["name"]
+    if head_service is not None:
+        head_info["serviceName"] = head_service["metadata"]["name"]
+        cluster_ip = head_service.get("spec", {}).get("clusterIP")
+        if cluster_ip == "None":
+            if head_info.get("podIP"):
+                head_info["serviceIP"] = head_info["podIP"]
+        elif cluster_ip:
+            head_info["serviceIP"] = cluster_ip
+        endpoints: dict[str, str] = {}
+        for port in head_service.get("spec", {}).get("ports") or []:
+            if not port.get("name"):
+                continue
+            value = port.get("nodePort") or port.get("targetPort") or port.get("port")
+            endpoints[port["name"]] = str(value)
+        if endpoints:
+            status["endpoints"] = endpoints
+    if head_info:
+        status["head"] = head_info
+    else:
+        status.pop("head", None)
+
+    if conditions_enabled:
+        conditions: list[Obj] = copy.deepcopy(status.get("conditions") or [])
+        if reconcile_error and error_reason:
+            set_condition(
+                conditions,
+                c.COND_REPLICA_FAILURE,
+                "True",
+                error_reason,
+                reconcile_error,
+                None,
+                now,
+            )
+        elif reconcile_error is None:
+            remove_condition(conditions, c.COND_REPLICA_FAILURE)
+        hs, hr, hm = head_pod_ready_condition(head)
+        set_condition(conditions, c.COND_HEAD_POD_READY, hs, hr, hm, None, now)
+        provisioned = find_condition(conditions, c.COND_RAYCLUSTER_PROVISIONED)
+        already = bool(provisioned and provisioned.get("status") == "True")
+        if not already:
+            if all_running and all(is_running_and_ready(p) for p in live):
+                set_condition(
+                    conditions,
+                    c.COND_RAYCLUSTER_PROVISIONED,
+                    "True",
+                    c.REASON_ALL_POD_RUNNING_AND_READY_FIRST_TIME,
+                    MSG_PROVISIONED,
+                    None,
+                    now,
+                )
+            elif not _is_true(find_condition(conditions, c.COND_RAYCLUSTER_SUSPENDED)):
+                stall = stall_reason(live)
+                message = MSG_PROVISIONING if stall is None else f"{MSG_PROVISIONING}; {stall}"
+                set_condition(
+                    conditions,
+                    c.COND_RAYCLUSTER_PROVISIONED,
+                    "False",
+                    c.REASON_RAYCLUSTER_PODS_PROVISIONING,
+                    message,
+                    None,
+                    now,
+                )
+        status["conditions"] = conditions
+    if reconcile_error:
+        status["reason"] = reconcile_error
+    else:
+        status.pop("reason", None)
+    status["observedGeneration"] = generation
+    return status
+
+
+def _is_true(cond: Obj | None) -> bool:
+    return bool(cond and cond.get("status") == "True")
+
+
+_IGNORED = ("lastUpdateTime", "observedGeneration")
+
+
+def status_changed(old: Obj | None, new: Obj) -> bool:
+    def strip(s: Obj | None) -> Obj:
+        out = dict(s or {})
+        for key in _IGNORED:
+            out.pop(key, None)
+        return out
+
+    return strip(old) != strip(new)
