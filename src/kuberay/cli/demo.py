@@ -138,7 +138,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         nodes=args.nodes,
         node_cpu="64",
         node_memory="512Gi",
-        node_gpus=0,
+        node_gpus=4,
         unlimited=False,
     )
     if dev.cmd_up(up_args) != 0:

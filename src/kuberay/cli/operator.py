@@ -194,6 +194,8 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
         head_sidecar_containers=tuple(settings.head_sidecar_containers),
         worker_sidecar_containers=tuple(settings.worker_sidecar_containers),
         multi_host_indexing=gates.enabled("RayMultiHostIndexing"),
+        mtls=gates.enabled("RayClusterMTLS"),
+        history_server=gates.enabled("RayClusterHistoryServer"),
     )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -37,7 +37,7 @@ def add_plane_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=4, help="number of KWOK nodes (default 4)")
     parser.add_argument("--node-cpu", default="64", help="CPU capacity of each node")
     parser.add_argument("--node-memory", default="512Gi", help="memory capacity of each node")
-    parser.add_argument("--node-gpus", type=int, default=0, help="nvidia.com/gpu per node")
+    parser.add_argument("--node-gpus", type=int, default=4, help="nvidia.com/gpu per node")
     parser.add_argument(
         "--unlimited",
         action="store_true",

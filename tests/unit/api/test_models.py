@@ -116,3 +116,27 @@ def test_non_objects_are_rejected_with_a_message(junk: object) -> None:
     for kind in SPEC_MODELS:
         result = validation.VALIDATORS[kind](junk, FeatureGates())  # type: ignore[arg-type]
         assert isinstance(result, str)
+
+
+def _break(kind: str, spec: dict[str, Any]) -> None:
+    """Make a schema-valid spec violate one controller-side rule."""
+    if kind == "RayCluster":
+        spec["headGroupSpec"]["template"]["spec"]["containers"] = []
+    elif kind == "RayJob":
+        spec["activeDeadlineSeconds"] = 0
+    elif kind == "RayService":
+        spec["rayClusterDeletionDelaySeconds"] = -1
+    else:
+        spec["schedule"] = "not a schedule"
+
+
+@pytest.mark.parametrize("kind", sorted(SPEC_MODELS))
+@FAST
+@given(data=st.data())
+def test_invalid_specs_give_a_message(kind: str, data: st.DataObject) -> None:
+    spec = data.draw(specs(kind))
+    _break(kind, spec)
+    obj = {"apiVersion": "ray.io/v1", "kind": kind, "metadata": {"name": "x"}, "spec": spec}
+    result = validation.validate(obj, FeatureGates.with_all(True))
+    assert isinstance(result, str)
+    assert result
