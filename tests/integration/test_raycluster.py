@@ -289,3 +289,81 @@ async def test_sigkill_mid_creation_leaves_no_duplicates(
         await kube.get(RAYCLUSTERS, "c0", namespace)
     except NotFound:  # pragma: no cover
         pytest.fail("cluster vanished")
+
+
+async def test_redis_gcs_ft_cleanup_finalizer_flow(
+    kube: KubeClient, namespace: str, ray_operator: OperatorProcess
+) -> None:
+    from kuberay.runtime.client import JOBS
+
+    spec = {"gcsFaultToleranceOptions": {"redisAddress": "redis:6379"}}
+    await kube.create(RAYCLUSTERS, raycluster("ft", replicas=1, **spec), namespace)
+    obj = await wait_ready(kube, namespace, "ft")
+    assert "ray.io/gcs-ft-redis-cleanup-finalizer" in obj["metadata"]["finalizers"]
+    head = (await pods_of(kube, namespace, "ft", "ray.io/node-type=head"))[0]
+    env = {e["name"]: e.get("value") for e in head["spec"]["containers"][0].get("env", [])}
+    assert env["RAY_REDIS_ADDRESS"] == "redis:6379"
+    assert head["metadata"]["annotations"]["ray.io/ft-enabled"] == "true"
+    await kube.delete(RAYCLUSTERS, "ft", namespace)
+    # pods go first, then a cleanup Job runs (KWOK completes it), then the finalizer is lifted
+    await wait_gone(kube, RAYCLUSTERS, "ft", namespace, timeout=60)
+    jobs = (await kube.list(JOBS, namespace, label_selector="ray.io/node-type=redis-cleanup"))[
+        "items"
+    ]
+    assert [j["metadata"]["name"] for j in jobs] in ([], ["ft-redis-cleanup"])  # GC may have run
+
+
+async def test_multi_host_groups_are_whole_replicas(
+    kube: KubeClient, namespace: str, ray_operator: OperatorProcess
+) -> None:
+    rc = raycluster("mh", replicas=2)
+    rc["spec"]["workerGroupSpecs"][0]["numOfHosts"] = 2
+    await kube.create(RAYCLUSTERS, rc, namespace)
+    await wait_ready(kube, namespace, "mh")
+    workers = await pods_of(kube, namespace, "mh", "ray.io/node-type=worker")
+    assert len(workers) == 4
+    by_replica: dict[str, list[str]] = {}
+    for p in workers:
+        labels = p["metadata"]["labels"]
+        by_replica.setdefault(labels["ray.io/worker-group-replica-name"], []).append(
+            labels["ray.io/replica-host-index"]
+        )
+    assert sorted(sorted(v) for v in by_replica.values()) == [["0", "1"], ["0", "1"]]
+    assert await kube.get(SERVICES, "mh-headless", namespace)
+    # losing one host replaces the whole replica
+    victim = workers[0]
+    replica = victim["metadata"]["labels"]["ray.io/worker-group-replica-name"]
+    await kube.delete(PODS, victim["metadata"]["name"], namespace)
+
+    async def replaced() -> bool:
+        pods = await pods_of(kube, namespace, "mh", "ray.io/node-type=worker")
+        names = {p["metadata"]["labels"]["ray.io/worker-group-replica-name"] for p in pods}
+        return len(pods) == 4 and replica not in names
+
+    await wait_until(replaced, timeout=30, what="the broken replica to be replaced whole")
+
+
+async def test_ingress_serve_service_and_auth_secret(
+    kube: KubeClient, namespace: str, ray_operator: OperatorProcess
+) -> None:
+    from kuberay.runtime.client import SECRETS
+
+    rc = raycluster("extras", replicas=1, authOptions={"mode": "token"}, rayVersion="2.52.0")
+    rc["metadata"]["annotations"] = {"ray.io/enable-serve-service": "true"}
+    rc["spec"]["headGroupSpec"]["enableIngress"] = True
+    head = rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head["ports"] = [
+        {"name": "serve", "containerPort": 8000},
+        {"name": "dashboard", "containerPort": 8265},
+    ]
+    await kube.create(RAYCLUSTERS, rc, namespace)
+    await wait_ready(kube, namespace, "extras")
+    ingress = await kube.get(
+        Resource("networking.k8s.io", "v1", "ingresses"), "extras-head-ingress", namespace
+    )
+    path = ingress["spec"]["rules"][0]["http"]["paths"][0]
+    assert path["backend"]["service"] == {"name": "extras-head-svc", "port": {"number": 8265}}
+    serve = await kube.get(SERVICES, "extras-serve-svc", namespace)
+    assert [p["name"] for p in serve["spec"]["ports"]] == ["serve"]
+    secret = await kube.get(SECRETS, "extras", namespace)
+    assert secret["data"]["auth_token"]

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import datetime as dt
 import logging
 import os
 import random
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,14 +34,24 @@ from kuberay.api import constants as c
 from kuberay.api import validation as v
 from kuberay.api.features import FeatureGates
 from kuberay.api.raycluster import RayCluster
+from kuberay.builders import auth as authb
+from kuberay.builders import common as cb
 from kuberay.builders import hashing, names, rbac
+from kuberay.builders import ingress as ingb
 from kuberay.builders import pod as podb
+from kuberay.builders import redis_cleanup as redisb
 from kuberay.builders import resources as resb
 from kuberay.builders import service as svcb
+from kuberay.builders import storage as storeb
+from kuberay.builders.errors import BuildError
 from kuberay.builders.options import BuildOptions
 from kuberay.controllers import raycluster_status as st
 from kuberay.runtime.client import (
+    JOBS,
+    JSON_PATCH,
     PODS,
+    PVCS,
+    SECRETS,
     SERVICEACCOUNTS,
     SERVICES,
     KubeClient,
@@ -53,7 +65,7 @@ from kuberay.runtime.controller import (
     generation_changed,
     labels_changed,
 )
-from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
+from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
 from kuberay.runtime.expectations import Expectations
 from kuberay.runtime.informer import Informer
@@ -65,6 +77,9 @@ log = logging.getLogger("kuberay.controllers.raycluster")
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", kind="Role")
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", kind="RoleBinding")
+INGRESSES = Resource("networking.k8s.io", "v1", "ingresses", kind="Ingress")
+DEFAULT_GCS_FT_DELETION_TIMEOUT = 300.0
+HEAD_TERMINATION_REQUEUE = 10.0
 
 POD_SELECTOR = f"{c.LABEL_NODE_TYPE} in (head,worker,redis-cleanup)"
 OWNED_SELECTOR = f"{c.LABEL_CREATED_BY}={c.CREATED_BY}"
@@ -89,6 +104,7 @@ class RayClusterConfig:
     build: BuildOptions = field(default_factory=BuildOptions)
     gates: FeatureGates = field(default_factory=FeatureGates)
     random_pod_delete: bool = False
+    gcs_ft_redis_cleanup: bool = True
     default_requeue_seconds: float = 300.0
     error_requeue_seconds: float = 2.0
     max_creates_per_pass: int = 200
@@ -102,6 +118,7 @@ class RayClusterConfig:
         kwargs: dict[str, Any] = {
             "build": BuildOptions.from_env(env),
             "random_pod_delete": _env_flag(env, c.ENV_ENABLE_RANDOM_POD_DELETE, False),
+            "gcs_ft_redis_cleanup": _env_flag(env, c.ENV_ENABLE_GCS_FT_REDIS_CLEANUP, True),
             "default_requeue_seconds": float(seconds) if seconds.strip().isdigit() else 300.0,
         }
         kwargs.update(overrides)
@@ -132,6 +149,7 @@ class RayClusterReconciler:
         self.clusters: list[Informer] = []
         self.pods: list[Informer] = []
         self.services: list[Informer] = []
+        self.jobs: list[Informer] = []
         ctrl = mgr.controller("raycluster", self.reconcile, concurrency=config.concurrency)
         predicate = any_of(generation_changed, labels_changed, annotations_changed)
         for ns in ns_list:
@@ -144,7 +162,10 @@ class RayClusterReconciler:
             )
             pods.store.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
             services = mgr.informer(SERVICES, namespace=ns, label_selector=OWNED_SELECTOR)
+            jobs = mgr.informer(JOBS, namespace=ns, label_selector=OWNED_SELECTOR)
             ctrl.for_(clusters, predicate)
+            ctrl.owns(jobs, c.KIND_RAYCLUSTER, "ray.io")
+            self.jobs.append(jobs)
             ctrl.owns(pods, c.KIND_RAYCLUSTER, "ray.io")
             ctrl.owns(services, c.KIND_RAYCLUSTER, "ray.io")
             self.clusters.append(clusters)
@@ -197,6 +218,9 @@ class RayClusterReconciler:
             if requeue:
                 return Result(requeue_after=self.config.error_requeue_seconds)
             return None
+        finalizer_result = await self._reconcile_redis_finalizer(cluster)
+        if finalizer_result is not None:
+            return finalizer_result
         if cluster["metadata"].get("deletionTimestamp"):
             return None
 
@@ -204,17 +228,29 @@ class RayClusterReconciler:
         more_work = False
         try:
             await self._reconcile_rbac(cluster)
+            await self._reconcile_ingress(cluster)
+            await self._reconcile_auth_secret(cluster)
             await self._reconcile_head_service(cluster)
             if any(int(g.get("numOfHosts") or 1) > 1 for g in spec.get("workerGroupSpecs") or []):
                 await self._create_if_missing(
                     SERVICES, svcb.build_headless_service(cluster, self.config.build)
                 )
+            annotations = cluster["metadata"].get("annotations") or {}
+            if annotations.get(c.ANNOTATION_ENABLE_SERVE_SERVICE) == "true":
+                await self._create_if_missing(
+                    SERVICES, svcb.build_serve_service(cluster, self.config.build)
+                )
+            if cb.is_gcs_ft_embedded(cluster) and not storeb.uses_user_claim(cluster):
+                await self._create_if_missing(PVCS, storeb.build_gcs_pvc(cluster))
             more_work = await self._reconcile_pods(cluster)
         except _ReconcileError as exc:
             error = exc
         except Conflict:
             raise
         except ApiError as exc:
+            error = _ReconcileError("", str(exc))
+        except BuildError as exc:
+            self.recorder.event(cluster, WARNING, c.EVENT_INVALID_RAYCLUSTER_SPEC, str(exc))
             error = _ReconcileError("", str(exc))
         changed = await self._update_status(cluster, error)
         if more_work:
@@ -278,6 +314,159 @@ class RayClusterReconciler:
         await self._create_if_missing(ROLES, rbac.build_autoscaler_role(cluster))
         await self._create_if_missing(ROLEBINDINGS, rbac.build_autoscaler_role_binding(cluster))
 
+    async def _reconcile_ingress(self, cluster: Obj) -> None:
+        """Created when asked for and kept in line with the spec (upstream updates on drift);
+        an Ingress of the same name that we do not own is reported and left alone."""
+        if not cluster["spec"]["headGroupSpec"].get("enableIngress"):
+            return
+        want = ingb.build_head_ingress(cluster, self.config.build)
+        ns, name = want["metadata"]["namespace"], want["metadata"]["name"]
+        try:
+            have = await self.client.get(INGRESSES, name, ns)
+        except NotFound:
+            await self.client.create(INGRESSES, want, ns)
+            self.recorder.event(cluster, NORMAL, "CreatedIngress", f"Created ingress {ns}/{name}")
+            return
+        owners = have["metadata"].get("ownerReferences") or []
+        if not any(o.get("uid") == cluster["metadata"].get("uid") for o in owners):
+            self.recorder.event(
+                cluster,
+                WARNING,
+                "FailedToUpdateIngress",
+                f"ingress {ns}/{name} exists and is not owned by this RayCluster",
+            )
+            return
+        spec = dict(want["spec"])
+        if not spec.get("ingressClassName") and have["spec"].get("ingressClassName"):
+            spec["ingressClassName"] = have["spec"]["ingressClassName"]
+        same = (
+            have["metadata"].get("labels") == want["metadata"].get("labels")
+            and (have["metadata"].get("annotations") or {})
+            == (want["metadata"].get("annotations") or {})
+            and have.get("spec") == spec
+        )
+        if not same:
+            have["metadata"]["labels"] = want["metadata"].get("labels")
+            have["metadata"]["annotations"] = want["metadata"].get("annotations")
+            have["spec"] = spec
+            await self.client.update(INGRESSES, have)
+            self.recorder.event(cluster, NORMAL, "UpdatedIngress", f"Updated ingress {ns}/{name}")
+
+    async def _reconcile_auth_secret(self, cluster: Obj) -> None:
+        if not authb.wants_auth_secret(cluster):
+            return
+        ns = cluster["metadata"]["namespace"]
+        name = names.auth_secret_name(cluster["metadata"]["name"])
+        try:
+            await self.client.get(SECRETS, name, ns)
+        except NotFound:
+            token = secrets.token_urlsafe(32)
+            await self._create_if_missing(SECRETS, authb.build_auth_secret(cluster, token))
+
+    async def _reconcile_redis_finalizer(self, cluster: Obj) -> Result | None:
+        """The Redis GCS fault-tolerance cleanup: a finalizer keeps the RayCluster until a Job
+        has removed its GCS data from Redis (or a timeout forces it)."""
+        meta = cluster["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        has_finalizer = c.FINALIZER_GCS_FT_REDIS_CLEANUP in finalizers
+        deleting = bool(meta.get("deletionTimestamp"))
+        if cb.is_gcs_ft_embedded(cluster):
+            if deleting and has_finalizer:
+                await self._set_finalizers(
+                    cluster, [f for f in finalizers if f != c.FINALIZER_GCS_FT_REDIS_CLEANUP]
+                )
+            return None
+        if not (self.config.gcs_ft_redis_cleanup and cb.is_gcs_ft_enabled(cluster)):
+            return None
+        if not deleting:
+            if has_finalizer:
+                return None
+            await self._set_finalizers(cluster, [*finalizers, c.FINALIZER_GCS_FT_REDIS_CLEANUP])
+            return Result(requeue_after=self.config.error_requeue_seconds)
+        if not has_finalizer:
+            return None
+        ns, name = meta["namespace"], meta["name"]
+        pods = [
+            p
+            for p in self.cluster_pods(ns, name)
+            if st.node_type(p) in (c.NODE_TYPE_HEAD, c.NODE_TYPE_WORKER)
+        ]
+        live = [p for p in pods if not _terminating(p)]
+        if live:
+            await self._delete_pods(cluster, live, "", c.REASON_FAILED_DELETE_ALL_PODS)
+        remove = [f for f in finalizers if f != c.FINALIZER_GCS_FT_REDIS_CLEANUP]
+        timeout = DEFAULT_GCS_FT_DELETION_TIMEOUT
+        raw = (meta.get("annotations") or {}).get(c.ANNOTATION_GCS_FT_DELETION_TIMEOUT)
+        if raw and raw.strip().isdigit() and int(raw) > 0:
+            timeout = float(raw)
+        deleted_at = dt.datetime.fromisoformat(meta["deletionTimestamp"].replace("Z", "+00:00"))
+        age = (dt.datetime.now(dt.UTC) - deleted_at).total_seconds()
+        if age >= timeout:
+            await self._set_finalizers(cluster, remove)
+            self.recorder.event(
+                cluster,
+                WARNING,
+                c.EVENT_FORCE_DELETED_STUCK_CLUSTER,
+                f"the Redis cleanup did not finish within {timeout:.0f}s; removed the finalizer "
+                f"{c.FINALIZER_GCS_FT_REDIS_CLEANUP} so the RayCluster can be deleted",
+                "Cleanup",
+            )
+            return None
+        if any(st.node_type(p) == c.NODE_TYPE_HEAD for p in pods):
+            return Result(requeue_after=HEAD_TERMINATION_REQUEUE)
+        job_name = names.redis_cleanup_job_name(name)
+        job = self._cached(self.jobs, ns, job_name)
+        if job is not None:
+            conditions = {
+                co.get("type")
+                for co in (job.get("status") or {}).get("conditions") or []
+                if co.get("status") == "True"
+            }
+            if conditions & {"Complete", "Failed", "FailureTarget"}:
+                if "Complete" not in conditions:
+                    log.warning(
+                        "redis cleanup job %s/%s failed; removing the finalizer", ns, job_name
+                    )
+                await self._set_finalizers(cluster, remove)
+                return None
+            return Result(requeue_after=self.config.error_requeue_seconds)
+        try:
+            await self.client.create(
+                JOBS, redisb.build_redis_cleanup_job(cluster, self.config.build), ns
+            )
+            self.recorder.event(
+                cluster,
+                NORMAL,
+                c.EVENT_CREATED_REDIS_CLEANUP_JOB,
+                f"Created Redis cleanup Job {ns}/{job_name}",
+                "Create",
+            )
+        except AlreadyExists:
+            pass
+        except ApiError as exc:
+            self.recorder.event(
+                cluster, WARNING, c.EVENT_FAILED_TO_CREATE_REDIS_CLEANUP_JOB, exc.message, "Create"
+            )
+        return Result(requeue_after=self.config.error_requeue_seconds)
+
+    async def _set_finalizers(self, cluster: Obj, finalizers: list[str]) -> None:
+        """Optimistic write (resourceVersion-guarded) so a concurrent change is never lost."""
+        meta = cluster["metadata"]
+        patch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
+            {
+                "op": "replace" if "finalizers" in meta else "add",
+                "path": "/metadata/finalizers",
+                "value": finalizers,
+            },
+        ]
+        try:
+            await self.client.patch(
+                RAYCLUSTERS, meta["name"], patch, meta["namespace"], content_type=JSON_PATCH
+            )
+        except Invalid as exc:  # the test op failed: our copy is stale
+            raise Conflict(409, exc.body, "PATCH", RAYCLUSTERS.plural) from exc
+
     async def _reconcile_head_service(self, cluster: Obj) -> None:
         want = svcb.build_head_service(cluster, self.config.build)
         ns = cluster["metadata"]["namespace"]
@@ -299,7 +488,9 @@ class RayClusterReconciler:
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
         pods = [
-            p for p in self.cluster_pods(ns, name) if not p["metadata"].get("deletionTimestamp")
+            p
+            for p in self.cluster_pods(ns, name)
+            if not _terminating(p) and st.node_type(p) in (c.NODE_TYPE_HEAD, c.NODE_TYPE_WORKER)
         ]
         conditions = (cluster.get("status") or {}).get("conditions") or []
         suspending = any(
@@ -397,6 +588,9 @@ class RayClusterReconciler:
             if pods:
                 await self._delete_pods(cluster, pods, key, c.REASON_FAILED_DELETE_WORKER_POD)
             return 0, False
+        hosts = max(1, int(group.get("numOfHosts") or 1))
+        if hosts > 1 and self.config.build.multi_host_indexing:
+            return await self._reconcile_multihost_group(cluster, group, pods, hosts, budget)
         unhealthy = [p for p in pods if podb.pod_is_unhealthy(p)]
         if unhealthy:
             await self._delete_pods(cluster, unhealthy, key, c.REASON_FAILED_DELETE_WORKER_POD)
@@ -434,6 +628,76 @@ class RayClusterReconciler:
             autoscaling = bool(cluster["spec"].get("enableInTreeAutoscaling"))
             if not autoscaling or self.config.random_pod_delete:
                 victims = remaining[:-diff]
+                await self._delete_pods(cluster, victims, key, c.REASON_FAILED_DELETE_WORKER_POD)
+        return 0, False
+
+    async def _reconcile_multihost_group(
+        self, cluster: Obj, group: Obj, pods: list[Obj], hosts: int, budget: int
+    ) -> tuple[int, bool]:
+        """Multi-host groups live and die by whole replicas of ``numOfHosts`` pods: a partial,
+        unhealthy or named-for-deletion replica is removed entirely, new replicas get the
+        lowest free index and hosts 0..n-1."""
+        meta = cluster["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}/{group['groupName']}"
+        replicas: dict[str, list[Obj]] = {}
+        for pod in pods:
+            labels = pod["metadata"]["labels"]
+            replicas.setdefault(labels.get(c.LABEL_WORKER_GROUP_REPLICA_NAME, ""), []).append(pod)
+        broken = [
+            name
+            for name, members in replicas.items()
+            if len(members) < hosts or any(podb.pod_is_unhealthy(p) for p in members)
+        ]
+        if broken:
+            doomed = [p for name in broken for p in replicas[name]]
+            await self._delete_pods(cluster, doomed, key, c.REASON_FAILED_DELETE_WORKER_POD)
+            raise _ReconcileError(
+                "",
+                f"deleted {len(broken)} incomplete or unhealthy replicas of group "
+                f"{group['groupName']}",
+            )
+        to_delete = set((group.get("scaleStrategy") or {}).get("workersToDelete") or [])
+        named = [
+            name
+            for name, members in replicas.items()
+            if any(p["metadata"]["name"] in to_delete for p in members)
+        ]
+        if named:
+            doomed = [p for name in named for p in replicas[name]]
+            await self._delete_pods(cluster, doomed, key, c.REASON_FAILED_DELETE_WORKER_POD)
+            raise _ReconcileError(
+                "",
+                f"deleted {len(named)} replicas of group {group['groupName']} named in "
+                "workersToDelete",
+            )
+        desired = resb.desired_worker_replicas(group)
+        diff = desired - len(replicas)
+        if diff > 0:
+            used = {p["metadata"]["labels"].get(c.LABEL_WORKER_GROUP_REPLICA_INDEX) for p in pods}
+            free = (i for i in range(desired + len(replicas) + 1) if str(i) not in used)
+            count = min(diff, max(0, budget // hosts))
+            builds = []
+            for _ in range(count):
+                index = next(free)
+                replica_name = f"{group['groupName']}-{random_suffix()}"
+                for host in range(hosts):
+                    builds.append(
+                        podb.build_worker_pod(
+                            cluster,
+                            group,
+                            self.config.build,
+                            name_suffix=random_suffix(),
+                            replica_index=index,
+                            replica_name=replica_name,
+                            host_index=host,
+                        )
+                    )
+            await self._create_pods(cluster, builds, key)
+            return len(builds), count < diff
+        if diff < 0:
+            autoscaling = bool(cluster["spec"].get("enableInTreeAutoscaling"))
+            if not autoscaling or self.config.random_pod_delete:
+                victims = [p for name in sorted(replicas)[:-diff] for p in replicas[name]]
                 await self._delete_pods(cluster, victims, key, c.REASON_FAILED_DELETE_WORKER_POD)
         return 0, False
 
@@ -605,3 +869,7 @@ def register(
     mgr: Manager, config: RayClusterConfig, namespaces: list[str] | None = None
 ) -> RayClusterReconciler:
     return RayClusterReconciler(mgr, config, namespaces=namespaces)
+
+
+def _terminating(pod: Obj) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))

@@ -1,0 +1,175 @@
+"""RayCluster status computation: counters, state latching, conditions, stall reasons."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kuberay.controllers import raycluster_status as st
+
+NOW = "2026-11-29T12:00:00Z"
+
+
+def cluster(
+    replicas: int = 2, suspend: bool = False, status: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    res = {"limits": {"cpu": "1", "memory": "1Gi"}}
+    return {
+        "metadata": {"name": "c", "namespace": "ns", "generation": 3},
+        "spec": {
+            "suspend": suspend,
+            "headGroupSpec": {
+                "template": {"spec": {"containers": [{"name": "h", "resources": res}]}}
+            },
+            "workerGroupSpecs": [
+                {
+                    "groupName": "w",
+                    "replicas": replicas,
+                    "minReplicas": 1,
+                    "maxReplicas": 5,
+                    "template": {"spec": {"containers": [{"name": "w", "resources": res}]}},
+                }
+            ],
+        },
+        "status": status or {},
+    }
+
+
+def pod(
+    name: str, node_type: str, phase: str = "Running", ready: str = "True", **status: Any
+) -> dict[str, Any]:
+    conds = [{"type": "Ready", "status": ready}]
+    return {
+        "metadata": {"name": name, "labels": {"ray.io/node-type": node_type}},
+        "status": {"phase": phase, "conditions": conds, "podIP": f"10.0.0.{len(name)}", **status},
+    }
+
+
+def calc(
+    c: dict[str, Any],
+    pods: list[dict[str, Any]],
+    svc: dict[str, Any] | None = None,
+    err: str | None = None,
+) -> dict[str, Any]:
+    return st.calculate_status(
+        c,
+        pods,
+        svc,
+        reconcile_error=err,
+        error_reason="FailedCreateWorkerPod" if err else None,
+        conditions_enabled=True,
+        now=NOW,
+    )
+
+
+def test_ready_when_all_pods_run_and_latches() -> None:
+    pods = [pod("head", "head"), pod("w1", "worker"), pod("w2", "worker")]
+    status = calc(cluster(), pods)
+    assert status["state"] == "ready"
+    assert status["stateTransitionTimes"] == {"ready": NOW}
+    assert (status["readyWorkerReplicas"], status["availableWorkerReplicas"]) == (2, 2)
+    assert (
+        status["desiredWorkerReplicas"],
+        status["minWorkerReplicas"],
+        status["maxWorkerReplicas"],
+    ) == (2, 1, 5)
+    assert (status["desiredCPU"], status["desiredMemory"]) == ("3", "3Gi")
+    provisioned = st.find_condition(status["conditions"], "RayClusterProvisioned")
+    assert provisioned is not None
+    assert provisioned["reason"] == "AllPodRunningAndReadyFirstTime"
+    # a worker failing later does not clear the state nor the provisioned condition
+    later = calc(cluster(status=status), [pod("head", "head"), pod("w1", "worker", phase="Failed")])
+    assert later["state"] == "ready"
+    assert st.find_condition(later["conditions"], "RayClusterProvisioned")["status"] == "True"  # type: ignore[index]
+
+
+def test_not_ready_explains_the_stall() -> None:
+    unschedulable = pod("w2", "worker", phase="Pending", ready="False")
+    unschedulable["status"]["conditions"].append(
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/4 nodes are available",
+        }
+    )
+    pulling = pod("w1", "worker", phase="Pending", ready="False")
+    pulling["status"]["containerStatuses"] = [
+        {
+            "name": "ray-worker",
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}},
+        }
+    ]
+    status = calc(cluster(), [pod("head", "head"), pulling, unschedulable])
+    assert "state" not in status
+    cond = st.find_condition(status["conditions"], "RayClusterProvisioned")
+    assert cond is not None
+    assert cond["status"] == "False"
+    assert "pod w1: container ray-worker: ImagePullBackOff not found" in cond["message"]
+
+
+def test_headless_service_ip_is_the_head_pod_ip_and_endpoints() -> None:
+    svc = {
+        "metadata": {"name": "c-head-svc"},
+        "spec": {
+            "clusterIP": "None",
+            "ports": [
+                {"name": "dashboard", "port": 8265, "targetPort": 8265},
+                {"name": "client", "port": 10001, "nodePort": 30001},
+            ],
+        },
+    }
+    head = pod("head", "head")
+    status = calc(cluster(replicas=1), [head, pod("w1", "worker")], svc)
+    assert status["head"] == {
+        "podIP": head["status"]["podIP"],
+        "podName": "head",
+        "serviceName": "c-head-svc",
+        "serviceIP": head["status"]["podIP"],
+    }
+    assert status["endpoints"] == {"dashboard": "8265", "client": "30001"}
+
+
+def test_replica_failure_condition_set_and_cleared() -> None:
+    status = calc(cluster(), [pod("head", "head")], err="quota exceeded")
+    cond = st.find_condition(status["conditions"], "ReplicaFailure")
+    assert cond is not None
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "True",
+        "FailedCreateWorkerPod",
+        "quota exceeded",
+    )
+    assert status["reason"] == "quota exceeded"
+    healed = calc(cluster(status=status), [pod("head", "head")])
+    assert st.find_condition(healed["conditions"], "ReplicaFailure") is None
+    assert "reason" not in healed
+
+
+def test_head_pod_ready_mirrors_container_reason() -> None:
+    head = pod("head", "head", ready="False")
+    head["status"]["conditions"][0]["reason"] = "ContainersNotReady"
+    head["status"]["containerStatuses"] = [
+        {
+            "name": "ray-head",
+            "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}},
+        }
+    ]
+    status = calc(cluster(), [head])
+    cond = st.find_condition(status["conditions"], "HeadPodReady")
+    assert cond is not None
+    assert (cond["status"], cond["reason"]) == ("False", "CrashLoopBackOff")
+    missing = calc(cluster(), [])
+    assert st.find_condition(missing["conditions"], "HeadPodReady")["reason"] == "HeadPodNotFound"  # type: ignore[index]
+
+
+def test_status_changed_ignores_timestamps() -> None:
+    a = {"state": "ready", "lastUpdateTime": "x", "observedGeneration": 1}
+    assert not st.status_changed(
+        a, {"state": "ready", "lastUpdateTime": "y", "observedGeneration": 2}
+    )
+    assert st.status_changed(a, {"state": "suspended"})
+
+
+def test_suspended_cluster_with_no_pods() -> None:
+    status = calc(cluster(suspend=True, status={"state": "ready"}), [])
+    assert status["state"] == "suspended"
+    assert status["desiredWorkerReplicas"] == 2
