@@ -29,6 +29,7 @@ from kuberay.controllers.raycluster import register as register_raycluster
 from kuberay.runtime import logs
 from kuberay.runtime.client import KubeClient, auto_config
 from kuberay.runtime.manager import Manager, ManagerOptions
+from kuberay.schedulers import UnknownScheduler, get_scheduler
 
 log = logging.getLogger("kuberay.operator")
 
@@ -184,6 +185,10 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
         gates = FeatureGates.parse(settings.feature_gates)
     except ValueError as exc:
         raise SettingsError(f"--feature-gates: {exc}") from exc
+    try:
+        scheduler = get_scheduler(settings.batch_scheduler)
+    except UnknownScheduler as exc:
+        raise SettingsError(str(exc)) from exc
     config = auto_config(settings.kubeconfig)
     config.qps, config.burst = settings.qps, settings.burst
     build = BuildOptions.from_env(
@@ -212,7 +217,11 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
             ),
         )
         rc = RayClusterConfig.from_env(
-            os.environ, build=build, gates=gates, concurrency=settings.reconcile_concurrency
+            os.environ,
+            build=build,
+            gates=gates,
+            concurrency=settings.reconcile_concurrency,
+            scheduler=scheduler,
         )
         register_raycluster(mgr, rc, settings.watch_namespace or None)
         log.info(

@@ -71,6 +71,7 @@ from kuberay.runtime.expectations import Expectations
 from kuberay.runtime.informer import Informer
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
+from kuberay.schedulers import BatchScheduler
 
 log = logging.getLogger("kuberay.controllers.raycluster")
 
@@ -110,6 +111,7 @@ class RayClusterConfig:
     max_creates_per_pass: int = 200
     create_parallelism: int = 20
     concurrency: int = 8
+    scheduler: BatchScheduler | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> RayClusterConfig:
@@ -520,6 +522,8 @@ class RayClusterReconciler:
                     await self._delete_pods(cluster, pods, "", c.REASON_FAILED_DELETE_ALL_PODS)
                     return False
 
+        if self.config.scheduler is not None:
+            await self.config.scheduler.on_submission(self.client, cluster)
         await self._reconcile_head(cluster, heads)
         more = False
         budget = self.config.max_creates_per_pass
@@ -714,6 +718,10 @@ class RayClusterReconciler:
                 raise result
 
     async def _create_pod(self, cluster: Obj, pod: Obj, key: str, *, head: bool) -> None:
+        if self.config.scheduler is not None:
+            labels = pod["metadata"].get("labels") or {}
+            group = c.HEAD_GROUP_NAME if head else labels.get(c.LABEL_GROUP, "")
+            self.config.scheduler.add_pod_metadata(cluster, group, pod)
         ns = pod["metadata"]["namespace"]
         pod_name = pod["metadata"].get("name", "")
         if pod_name:

@@ -1,1 +1,49 @@
-"""schedulers layer."""
+"""Batch-scheduler plugins (Volcano, YuniKorn, scheduler-plugins, KAI): the hook points.
+
+The RayCluster controller calls a plugin at two points, as upstream does: once per reconcile
+before pods are created (``on_submission``: create or update a PodGroup and the like), and on
+every pod it builds (``add_pod_metadata``: scheduler name, group annotations/labels). With no
+``--batch-scheduler`` there is no plugin and nothing changes. An unknown name is a startup
+error, never a silent fallback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kuberay.runtime.client import KubeClient
+
+
+class BatchScheduler(Protocol):
+    name: str
+
+    async def on_submission(self, client: KubeClient, cluster: dict[str, Any]) -> None:
+        """Prepares scheduler objects before the cluster's pods are created."""
+        ...
+
+    def add_pod_metadata(
+        self, cluster: dict[str, Any], group_name: str, pod: dict[str, Any]
+    ) -> None:
+        """Adds scheduler-specific fields to a pod about to be created (mutates ``pod``)."""
+        ...
+
+
+SchedulerFactory = Callable[[], BatchScheduler]
+
+# name -> factory; plugins register themselves here.
+REGISTRY: dict[str, SchedulerFactory] = {}
+
+
+class UnknownScheduler(ValueError):
+    pass
+
+
+def get_scheduler(name: str) -> BatchScheduler | None:
+    if not name or name == "default":
+        return None
+    factory = REGISTRY.get(name)
+    if factory is None:
+        known = ", ".join(sorted(REGISTRY)) or "none yet"
+        raise UnknownScheduler(f"unsupported --batch-scheduler {name!r} (available: {known})")
+    return factory()
