@@ -31,7 +31,8 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     to use prebuilt ones.
     """
     directory = tmp_path_factory.mktemp("plane")
-    config = PlaneConfig(directory=directory, nodes=int(os.environ.get("KUBERAY_TEST_NODES", "4")))
+    nodes = int(os.environ.get("KUBERAY_TEST_NODES", "4"))
+    config = PlaneConfig(directory=directory, nodes=nodes, node_gpus=4)
     with running_plane(config) as p:
         yield p
 

@@ -87,7 +87,13 @@ def build_head_service(cluster: JsonDict, options: BuildOptions) -> JsonDict:
         spec = as_dict(service.get("spec"))
         spec["selector"] = dict(selector)
         meta["annotations"] = {**as_dict(meta.get("annotations")), **annotations}
-        spec["ports"] = as_list(spec.get("ports")) + ports
+        user_ports = [as_dict(p) for p in as_list(spec.get("ports"))]
+        taken_names = {p.get("name") for p in user_ports}
+        taken_numbers = {p.get("port") for p in user_ports}
+        # Defaults fill in only what the user's Service does not already expose.
+        spec["ports"] = user_ports + [
+            p for p in ports if p["name"] not in taken_names and p["port"] not in taken_numbers
+        ]
         meta["labels"] = {**as_dict(meta.get("labels")), **selector}
         meta["name"] = meta.get("name") or names.head_service_name(cluster)
         meta["namespace"] = namespace
