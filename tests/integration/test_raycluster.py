@@ -455,3 +455,29 @@ def _cond_message(obj: dict[str, Any], ctype: str) -> str:
         if cond["type"] == ctype:
             return str(cond.get("message", ""))
     return ""
+
+
+async def test_recreate_upgrade_strategy_replaces_all_pods_on_spec_change(
+    kube: KubeClient, namespace: str, ray_operator: OperatorProcess
+) -> None:
+    rc = raycluster("rec", replicas=2, upgradeStrategy={"type": "Recreate"})
+    await kube.create(RAYCLUSTERS, rc, namespace)
+    await wait_ready(kube, namespace, "rec")
+    before = {p["metadata"]["name"] for p in await pods_of(kube, namespace, "rec")}
+    # a replicas change is not a spec change for the hash: nothing is recreated
+    patch = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}]
+    await kube.patch(RAYCLUSTERS, "rec", patch, namespace, content_type=JSON_PATCH)
+    await wait_workers(kube, namespace, "rec", 3)
+    assert before <= {p["metadata"]["name"] for p in await pods_of(kube, namespace, "rec")}
+    image = "/spec/workerGroupSpecs/0/template/spec/containers/0/image"
+    patch = [{"op": "replace", "path": image, "value": "rayproject/ray:2.53.0"}]
+    await kube.patch(RAYCLUSTERS, "rec", patch, namespace, content_type=JSON_PATCH)
+
+    async def all_new() -> bool:
+        pods = await pods_of(kube, namespace, "rec")
+        names = {p["metadata"]["name"] for p in pods}
+        return len(pods) == 4 and not (names & before)
+
+    await wait_until(all_new, timeout=60, what="every pod recreated")
+    workers = await pods_of(kube, namespace, "rec", "ray.io/node-type=worker")
+    assert {p["spec"]["containers"][0]["image"] for p in workers} == {"rayproject/ray:2.53.0"}
