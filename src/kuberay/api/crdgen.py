@@ -98,7 +98,14 @@ V1ALPHA1_OMIT: dict[str, tuple[str, ...]] = {
         *_under("spec.rayClusterSpec", _CLUSTER_SPEC_V1_ONLY),
         *_under(
             "status",
-            ("failed", "jobStatusCheckFailureStartTime", "rayJobInfo", "reason", "succeeded"),
+            (
+                "conditions",
+                "failed",
+                "jobStatusCheckFailureStartTime",
+                "rayJobInfo",
+                "reason",
+                "succeeded",
+            ),
         ),
         *_under("status.rayClusterStatus", _CLUSTER_STATUS_V1_ONLY),
     ),

@@ -11,7 +11,13 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from kuberay.api.raycluster import ManagedBy, PodTemplate, RayClusterSpec, RayClusterStatus
+from kuberay.api.raycluster import (
+    Conditions,
+    ManagedBy,
+    PodTemplate,
+    RayClusterSpec,
+    RayClusterStatus,
+)
 from kuberay.api.schema import (
     ApiModel,
     Default,
@@ -128,6 +134,9 @@ class RayJobStatus(ApiModel):
     ray_cluster_status: RayClusterStatus | None = None
     job_status_check_failure_start_time: Time | None = None
     observed_generation: Int64 | None = None
+    # Beyond upstream (additive, asked for in kuberay#5152): Kubernetes-style conditions, e.g.
+    # the RayCluster's stall reason while the job waits in Initializing.
+    conditions: Conditions | None = None
 
 
 class RayJob(ApiModel):

@@ -23,12 +23,19 @@ import yaml
 
 from kuberay.api import constants as c
 from kuberay.api.features import FeatureGates
+from kuberay.api.webhook import handlers as webhook_handlers
 from kuberay.builders.options import BuildOptions
-from kuberay.controllers.raycluster import RayClusterConfig
+from kuberay.controllers.raycluster import RayClusterConfig, detect_openshift
 from kuberay.controllers.raycluster import register as register_raycluster
+from kuberay.controllers.raycronjob import RayCronJobConfig
+from kuberay.controllers.raycronjob import register as register_raycronjob
+from kuberay.controllers.rayjob import RayJobConfig
+from kuberay.controllers.rayjob import register as register_rayjob
+from kuberay.ray.http_client import HttpDashboardFactory
 from kuberay.runtime import logs
 from kuberay.runtime.client import KubeClient, auto_config
 from kuberay.runtime.manager import Manager, ManagerOptions
+from kuberay.runtime.webhook import WebhookServer
 from kuberay.schedulers import UnknownScheduler, get_scheduler
 
 log = logging.getLogger("kuberay.operator")
@@ -222,8 +229,18 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
             gates=gates,
             concurrency=settings.reconcile_concurrency,
             scheduler=scheduler,
+            use_routes=await detect_openshift(client),
         )
         register_raycluster(mgr, rc, settings.watch_namespace or None)
+        dashboards = HttpDashboardFactory()
+        rj = RayJobConfig.from_env(
+            os.environ, build=build, gates=gates, concurrency=settings.reconcile_concurrency
+        )
+        register_rayjob(mgr, rj, settings.watch_namespace or None, dashboards)
+        if gates.enabled("RayCronJob"):
+            register_raycronjob(
+                mgr, RayCronJobConfig(gates=gates), settings.watch_namespace or None
+            )
         log.info(
             "operator starting",
             extra={
@@ -232,7 +249,17 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
                 "reconcileConcurrency": settings.reconcile_concurrency,
             },
         )
-        return await mgr.run(stop)
+        webhook = None
+        if os.environ.get(c.ENV_ENABLE_WEBHOOKS, "").lower() == "true":
+            webhook = WebhookServer(webhook_handlers(gates=gates))
+            port = await webhook.start()
+            log.info("validating webhook serving", extra={"port": port})
+        try:
+            return await mgr.run(stop)
+        finally:
+            await dashboards.close()
+            if webhook is not None:
+                await webhook.stop()
 
 
 def cmd_operator(args: argparse.Namespace) -> int:

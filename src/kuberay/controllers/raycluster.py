@@ -79,6 +79,8 @@ RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", kind="Role")
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", kind="RoleBinding")
 INGRESSES = Resource("networking.k8s.io", "v1", "ingresses", kind="Ingress")
+ROUTES = Resource("route.openshift.io", "v1", "routes", kind="Route")
+OPENSHIFT_GROUPS = frozenset({"route.openshift.io", "security.openshift.io", "config.openshift.io"})
 DEFAULT_GCS_FT_DELETION_TIMEOUT = 300.0
 HEAD_TERMINATION_REQUEUE = 10.0
 
@@ -106,9 +108,13 @@ class RayClusterConfig:
     gates: FeatureGates = field(default_factory=FeatureGates)
     random_pod_delete: bool = False
     gcs_ft_redis_cleanup: bool = True
+    # OpenShift APIs present and USE_INGRESS_ON_OPENSHIFT not "true": a Route replaces the Ingress.
+    use_routes: bool = False
     default_requeue_seconds: float = 300.0
     error_requeue_seconds: float = 2.0
-    max_creates_per_pass: int = 200
+    # Pods created per reconcile before the key goes to the back of the queue: small enough
+    # that a huge scale-up interleaves with small clusters (measured in tests/bench/scale.py).
+    max_creates_per_pass: int = 50
     create_parallelism: int = 20
     concurrency: int = 8
     scheduler: BatchScheduler | None = None
@@ -125,6 +131,15 @@ class RayClusterConfig:
         }
         kwargs.update(overrides)
         return cls(**kwargs)
+
+
+async def detect_openshift(client: KubeClient, env: Mapping[str, str] | None = None) -> bool:
+    """Upstream's rule: any OpenShift API group served, and USE_INGRESS_ON_OPENSHIFT not set."""
+    env = os.environ if env is None else env
+    if _env_flag(env, c.ENV_USE_INGRESS_ON_OPENSHIFT, False):
+        return False
+    groups = await client.request("GET", "/apis")
+    return any(g.get("name") in OPENSHIFT_GROUPS for g in groups.get("groups") or [])
 
 
 class _ReconcileError(Exception):
@@ -320,6 +335,12 @@ class RayClusterReconciler:
         """Created when asked for and kept in line with the spec (upstream updates on drift);
         an Ingress of the same name that we do not own is reported and left alone."""
         if not cluster["spec"]["headGroupSpec"].get("enableIngress"):
+            return
+        if self.config.use_routes:
+            route = ingb.build_head_route(cluster, self.config.build)
+            if await self._create_if_missing(ROUTES, route):
+                ns, name = route["metadata"]["namespace"], route["metadata"]["name"]
+                self.recorder.event(cluster, NORMAL, "CreatedRoute", f"Created route {ns}/{name}")
             return
         want = ingb.build_head_ingress(cluster, self.config.build)
         ns, name = want["metadata"]["namespace"], want["metadata"]["name"]
@@ -804,7 +825,10 @@ class RayClusterReconciler:
             "spec": cluster["spec"],
             "status": new,
         }
-        await self.client.update_status(RAYCLUSTERS, body)
+        written = await self.client.update_status(RAYCLUSTERS, body)
+        for inf in self.clusters:
+            if inf.apply_own_write(written, meta["resourceVersion"]):
+                break
         return True
 
     def _suspend_conditions(self, cluster: Obj, status: Obj, pods: list[Obj], now: str) -> None:

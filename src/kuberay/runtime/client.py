@@ -98,6 +98,20 @@ CRDS = Resource(
 )
 
 
+def resource_of_path(path: str) -> str:
+    """``/api/v1/namespaces/a/pods/p/status`` -> ``pods/status`` (for request metrics)."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if parts[:1] == ["api"]:
+        parts = parts[2:]
+    elif parts[:1] == ["apis"]:
+        parts = parts[3:]
+    if len(parts) >= 2 and parts[0] == "namespaces":
+        parts = parts[2:] if len(parts) > 2 else ["namespaces"]
+    if not parts:
+        return ""
+    return f"{parts[0]}/{parts[2]}" if len(parts) >= 3 else parts[0]
+
+
 @dataclass
 class ClientConfig:
     """Connection settings resolved from a kubeconfig or the in-cluster environment."""
@@ -304,8 +318,9 @@ class KubeClient:
         )
         self.limiter = TokenBucket(config.qps, config.burst)
         self.request_counts: dict[tuple[str, int], int] = {}
-        # Called as observer(method, status, seconds) after every request (metrics hook).
-        self.observers: list[Callable[[str, int, float], None]] = []
+        # Called as observer(method, status, seconds, resource) after every request (metrics
+        # hook); resource is the path's kind and subresource, e.g. "pods" or "rayclusters/status".
+        self.observers: list[Callable[[str, int, float, str], None]] = []
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -367,9 +382,9 @@ class KubeClient:
                     status = resp.status
                     retry_after = resp.headers.get("Retry-After")
             except (aiohttp.ClientError, TimeoutError) as exc:
-                self._count(method, 0, started)
+                self._count(method, 0, started, path)
                 raise ApiError(0, f"{type(exc).__name__}: {exc}", method, path) from exc
-            self._count(method, status, started)
+            self._count(method, status, started, path)
             if status < 300:
                 return orjson.loads(raw) if raw else None
             decoded: dict[str, Any] | str
@@ -385,12 +400,17 @@ class KubeClient:
                 continue
             raise err
 
-    def _count(self, method: str, status: int, started: float | None = None) -> None:
+    def _count(
+        self, method: str, status: int, started: float | None = None, path: str = ""
+    ) -> None:
         key = (method, status)
         self.request_counts[key] = self.request_counts.get(key, 0) + 1
+        if not self.observers:
+            return
         elapsed = time.monotonic() - started if started is not None else 0.0
+        resource = resource_of_path(path)
         for observer in self.observers:
-            observer(method, status, elapsed)
+            observer(method, status, elapsed, resource)
 
     # ------------------------------------------------------------------ verbs
     async def get(
@@ -550,7 +570,7 @@ class KubeClient:
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ApiError(0, f"{type(exc).__name__}: {exc}", "WATCH", path) from exc
         try:
-            self._count("WATCH", resp.status)
+            self._count("WATCH", resp.status, None, path)
             if resp.status >= 300:
                 raw = await resp.read()
                 try:

@@ -184,6 +184,22 @@ class Informer:
             if rv:
                 self.resource_version = rv
 
+    def apply_own_write(self, written: Obj, based_on: str) -> bool:
+        """Puts the server's answer to our own write into the store right away.
+
+        Without this the next reconcile reads the object as it was before the write and its
+        next write fails with a Conflict (a 409 storm on status). It is only applied when the
+        cached copy is still the version the write was based on: then no event in flight can be
+        newer than ``written`` (the write would have failed), and the watch event that follows
+        carries the same resourceVersion. No handlers run: nothing changed that we do not know.
+        """
+        obj = self._prepare(written)
+        current = self.store.get(object_key(obj))
+        if current is None or current.get("metadata", {}).get("resourceVersion") != based_on:
+            return False
+        self.store.upsert(obj)
+        return True
+
     # ------------------------------------------------------------------ applying events
     def _prepare(self, obj: Obj) -> Obj:
         obj = strip_managed_fields(obj)

@@ -84,6 +84,12 @@ class RuntimeMetrics:
             ["code", "method"],
             registry=r,
         )
+        self.rest_requests_by_resource = Counter(
+            "kuberay_rest_client_requests_by_resource_total",
+            "API requests by method, resource (with subresource) and HTTP code.",
+            ["method", "resource", "code"],
+            registry=r,
+        )
         self.rest_latency = Histogram(
             "rest_client_request_duration_seconds",
             "API request latency.",
@@ -111,8 +117,9 @@ class RuntimeMetrics:
         )
 
     def instrument_client(self, client: KubeClient) -> None:
-        def observe(method: str, status: int, seconds: float) -> None:
+        def observe(method: str, status: int, seconds: float, resource: str) -> None:
             self.rest_requests.labels(str(status), method).inc()
+            self.rest_requests_by_resource.labels(method, resource, str(status)).inc()
             self.rest_latency.labels(method).observe(seconds)
 
         client.observers.append(observe)

@@ -1,0 +1,506 @@
+"""Scale benchmark on KWOK: ceiling, throughput by size, memory per pod, fairness and churn.
+
+    .venv/bin/python tests/bench/scale.py                      # defaults sized for 2 cores
+    .venv/bin/python tests/bench/scale.py --sizes 1000x10 --nodes 100 --timeout 3600
+    .venv/bin/python tests/bench/scale.py --kubeconfig ~/.kube/config --no-ceiling
+        # against an existing cluster with KWOK nodes and the CRDs installed; the operator is
+        # started here (it must be the only one reconciling ray.io objects there)
+
+Phases (each bounded by --timeout):
+ 1. ceiling: pods/s that a plain parallel client gets created and Running+Ready (no operator);
+ 2. sizes: N RayClusters x M workers each, from creation to every pod existing and every
+    cluster `ready`; pods/s as a fraction of the ceiling; operator CPU, peak and steady RSS and
+    RSS per managed pod above idle; API requests per cluster by verb and resource, 409
+    conflicts and status writes per cluster (from the operator's own request metrics);
+ 3. fairness: time-to-ready of small clusters (p50/p99) while one cluster scales 0 -> W
+    workers, against the same figure on an idle operator;
+ 4. churn: waves of scale-up, scale-down, delete+recreate; convergence time and duplicate or
+    orphaned pods (must be zero).
+Writes bench-results/scale.json and prints a Markdown table. The same inputs give comparable
+output; numbers on a shared 2-core machine vary by +-20 % between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from plane_ceiling import ceiling
+
+from kuberay.devenv.manifests import install_crds
+from kuberay.devenv.plane import Plane, PlaneConfig, free_port
+from kuberay.devenv.testing import create_namespace
+from kuberay.runtime.client import (
+    JSON_PATCH,
+    NAMESPACES,
+    PODS,
+    KubeClient,
+    Resource,
+    load_kubeconfig,
+)
+from kuberay.runtime.errors import NotFound
+
+RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
+
+
+def cluster(name: str, workers: int, cpu: str = "100m") -> dict[str, Any]:
+    def container(n: str) -> dict[str, Any]:
+        res = {"cpu": cpu, "memory": "128Mi"}
+        return {
+            "name": n,
+            "image": "rayproject/ray:2.52.0",
+            "resources": {"limits": res, "requests": res},
+        }
+
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "rayVersion": "2.52.0",
+            "headGroupSpec": {
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [container("ray-head")]}},
+            },
+            "workerGroupSpecs": [
+                {
+                    "groupName": "workers",
+                    "replicas": workers,
+                    "minReplicas": 0,
+                    "maxReplicas": 100000,
+                    "rayStartParams": {},
+                    "template": {"spec": {"containers": [container("ray-worker")]}},
+                }
+            ],
+        },
+    }
+
+
+def proc_stats(pid: int) -> dict[str, float]:
+    tick = os.sysconf("SC_CLK_TCK")
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    out = {"cpu": (int(fields[11]) + int(fields[12])) / tick}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(("VmHWM:", "VmRSS:")):
+            out[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return out
+
+
+def scrape(port: int) -> dict[tuple[str, str, str], float]:
+    """The operator's requests by (method, resource, code)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out: dict[tuple[str, str, str], float] = {}
+    for line in text.splitlines():
+        if line.startswith("kuberay_rest_client_requests_by_resource_total{"):
+            labels, value = line.rsplit(" ", 1)
+            kv = dict(item.split("=", 1) for item in labels[labels.index("{") + 1 : -1].split(","))
+            key = (kv["method"].strip('"'), kv["resource"].strip('"'), kv["code"].strip('"'))
+            out[key] = float(value)
+    return out
+
+
+def diff(after: dict[Any, float], before: dict[Any, float]) -> dict[Any, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    values = sorted(values)
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
+
+
+class Bench:
+    def __init__(self, kube: KubeClient, op_pid: int, metrics_port: int, timeout: float) -> None:
+        self.kube = kube
+        self.op_pid = op_pid
+        self.metrics_port = metrics_port
+        self.timeout = timeout
+
+    async def ready_states(self, ns: str) -> dict[str, dict[str, Any]]:
+        items = (await self.kube.list(RAYCLUSTERS, ns))["items"]
+        return {c["metadata"]["name"]: c for c in items}
+
+    async def wait_all_ready(
+        self, ns: str, names: set[str], want_workers: dict[str, int] | None = None
+    ) -> float:
+        start = time.monotonic()
+        while time.monotonic() - start < self.timeout:
+            states = await self.ready_states(ns)
+            done = 0
+            for name in names:
+                st = (states.get(name) or {}).get("status") or {}
+                ok = st.get("state") == "ready"
+                if want_workers is not None:
+                    ok = (
+                        ok
+                        and st.get("availableWorkerReplicas") == want_workers[name]
+                        and st.get("desiredWorkerReplicas") == want_workers[name]
+                    )
+                done += ok
+            if done == len(names):
+                return time.monotonic() - start
+            await asyncio.sleep(0.5)
+        raise TimeoutError(f"clusters in {ns} not converged after {self.timeout}s")
+
+    async def count_pods_watch(self, ns: str, total: int, started: float) -> float:
+        seen: set[str] = set()
+        rv = (await self.kube.list(PODS, ns, limit=1))["metadata"]["resourceVersion"]
+        while True:
+            async for ev in self.kube.watch(
+                PODS, ns, resource_version=rv, timeout_seconds=int(self.timeout)
+            ):
+                if ev.type == "ERROR":
+                    break
+                rv = ev.object["metadata"]["resourceVersion"]
+                if ev.type == "ADDED":
+                    seen.add(ev.object["metadata"]["name"])
+                    if len(seen) >= total:
+                        return time.monotonic() - started
+            listed = await self.kube.list(PODS, ns)
+            seen.update(p["metadata"]["name"] for p in listed["items"])
+            rv = listed["metadata"]["resourceVersion"]
+            if len(seen) >= total:
+                return time.monotonic() - started
+
+    async def delete_namespace(self, ns: str) -> None:
+        try:
+            await self.kube.delete(NAMESPACES, ns)
+        except NotFound:
+            return
+        start = time.monotonic()
+        while time.monotonic() - start < self.timeout:
+            try:
+                await self.kube.get(NAMESPACES, ns)
+            except NotFound:
+                return
+            await asyncio.sleep(1)
+
+    async def size(self, n: int, m: int, idle_rss: float) -> dict[str, Any]:
+        ns = f"bench-{n}x{m}"
+        await create_namespace(self.kube, ns)
+        total = n * (m + 1)
+        before = scrape(self.metrics_port)
+        p0 = proc_stats(self.op_pid)
+        start = time.monotonic()
+        counter = asyncio.create_task(self.count_pods_watch(ns, total, start))
+        sem = asyncio.Semaphore(16)
+
+        async def make(i: int) -> None:
+            async with sem:
+                await self.kube.create(RAYCLUSTERS, cluster(f"rc-{i}", m), ns)
+
+        await asyncio.gather(*(make(i) for i in range(n)))
+        ready = await self.wait_all_ready(ns, {f"rc-{i}" for i in range(n)})
+        exist = await asyncio.wait_for(counter, self.timeout)
+        await asyncio.sleep(5)  # steady state
+        p1 = proc_stats(self.op_pid)
+        reqs = diff(scrape(self.metrics_port), before)
+        by_verb: dict[str, float] = {}
+        for (method, resource, _code), count in reqs.items():
+            key = f"{method} {resource}"
+            by_verb[key] = by_verb.get(key, 0.0) + count
+        conflicts = sum(v for (_m, _r, code), v in reqs.items() if code == "409")
+        status_writes = sum(
+            v for (mth, res, _c), v in reqs.items() if mth == "PUT" and res == "rayclusters/status"
+        )
+        result = {
+            "clusters": n,
+            "workers": m,
+            "pods": total,
+            "all_pods_exist_s": round(exist, 1),
+            "all_ready_s": round(ready, 1),
+            "pods_per_s": round(total / exist, 1),
+            "operator_cpu_s": round(p1["cpu"] - p0["cpu"], 1),
+            "operator_peak_rss_mib": round(p1.get("VmHWM", 0), 1),
+            "operator_steady_rss_mib": round(p1.get("VmRSS", 0), 1),
+            "rss_per_pod_kib": round((p1.get("VmRSS", 0) - idle_rss) * 1024 / total, 2),
+            "requests_per_cluster": {k: round(v / n, 2) for k, v in sorted(by_verb.items())},
+            "conflicts_409": int(conflicts),
+            "status_writes_per_cluster": round(status_writes / n, 2),
+        }
+        await self.delete_namespace(ns)
+        return result
+
+    async def small_cluster_latency(self, ns: str, count: int, prefix: str) -> list[float]:
+        latencies: list[float] = []
+
+        async def one(i: int) -> None:
+            name = f"{prefix}-{i}"
+            start = time.monotonic()
+            await self.kube.create(RAYCLUSTERS, cluster(name, 1), ns)
+            latencies.append(await self.wait_all_ready(ns, {name}) + 0.0)
+            del start
+
+        tasks = []
+        for i in range(count):
+            tasks.append(asyncio.create_task(one(i)))
+            await asyncio.sleep(0.5)
+        await asyncio.gather(*tasks)
+        return latencies
+
+    async def fairness(self, big_workers: int, small: int) -> dict[str, Any]:
+        ns = "bench-fair"
+        await create_namespace(self.kube, ns)
+        idle = await self.small_cluster_latency(ns, small, "idle")
+        await self.kube.create(RAYCLUSTERS, cluster("big", 0), ns)
+        await self.wait_all_ready(ns, {"big"})
+        patch = [
+            {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": big_workers}
+        ]
+        start = time.monotonic()
+        await self.kube.patch(RAYCLUSTERS, "big", patch, ns, content_type=JSON_PATCH)
+        busy = await self.small_cluster_latency(ns, small, "busy")
+        big_ready = await self.wait_all_ready(ns, {"big"}, {"big": big_workers}) + 0.0
+        big_total = time.monotonic() - start
+        await self.delete_namespace(ns)
+        del big_ready
+        return {
+            "big_cluster_workers": big_workers,
+            "big_cluster_ready_s": round(big_total, 1),
+            "small_clusters": small,
+            "idle_p50_s": round(pct(idle, 0.5), 2),
+            "idle_p99_s": round(pct(idle, 0.99), 2),
+            "busy_p50_s": round(pct(busy, 0.5), 2),
+            "busy_p99_s": round(pct(busy, 0.99), 2),
+            "p99_penalty_s": round(pct(busy, 0.99) - pct(idle, 0.99), 2),
+        }
+
+    async def churn(self, clusters: int, waves: int) -> dict[str, Any]:
+        ns = "bench-churn"
+        await create_namespace(self.kube, ns)
+        names = {f"ch-{i}" for i in range(clusters)}
+        for name in names:
+            await self.kube.create(RAYCLUSTERS, cluster(name, 2), ns)
+        await self.wait_all_ready(ns, names)
+        convergence: list[dict[str, Any]] = []
+        duplicates = 0
+        for wave in range(waves):
+            for label, workers in (("scale-up", 8), ("scale-down", 2)):
+                patch = [
+                    {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": workers}
+                ]
+                await asyncio.gather(
+                    *(
+                        self.kube.patch(RAYCLUSTERS, n, patch, ns, content_type=JSON_PATCH)
+                        for n in names
+                    )
+                )
+                took = await self.wait_all_ready(ns, names, dict.fromkeys(names, workers))
+                await asyncio.sleep(2)
+                duplicates += await self.count_extra_pods(ns, dict.fromkeys(names, workers))
+                convergence.append({"wave": wave, "step": label, "seconds": round(took, 1)})
+            start = time.monotonic()
+            await asyncio.gather(*(self.kube.delete(RAYCLUSTERS, n, ns) for n in names))
+            while time.monotonic() - start < self.timeout:
+                if not await self.ready_states(ns):
+                    break
+                await asyncio.sleep(0.5)
+            for name in names:
+                await self.kube.create(RAYCLUSTERS, cluster(name, 2), ns)
+            took = await self.wait_all_ready(ns, names, dict.fromkeys(names, 2))
+            await asyncio.sleep(2)
+            duplicates += await self.count_extra_pods(ns, dict.fromkeys(names, 2))
+            convergence.append({"wave": wave, "step": "delete+recreate", "seconds": round(took, 1)})
+        orphans = await self.count_orphans(ns)
+        await self.delete_namespace(ns)
+        return {
+            "clusters": clusters,
+            "waves": waves,
+            "convergence": convergence,
+            "max_convergence_s": max(c["seconds"] for c in convergence),
+            "duplicate_pods": duplicates,
+            "orphaned_pods": orphans,
+        }
+
+    async def count_extra_pods(self, ns: str, want_workers: dict[str, int]) -> int:
+        pods = [
+            p
+            for p in (await self.kube.list(PODS, ns, label_selector="ray.io/cluster"))["items"]
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        extra = 0
+        for name, workers in want_workers.items():
+            mine = [p for p in pods if p["metadata"]["labels"]["ray.io/cluster"] == name]
+            extra += max(0, len(mine) - (workers + 1))
+        return extra
+
+    async def count_orphans(self, ns: str) -> int:
+        """Pods whose RayCluster (by owner uid) no longer exists, once GC had time to act."""
+        await asyncio.sleep(5)
+        uids = {c["metadata"]["uid"] for c in (await self.kube.list(RAYCLUSTERS, ns))["items"]}
+        pods = (await self.kube.list(PODS, ns, label_selector="ray.io/cluster"))["items"]
+        return sum(
+            1
+            for p in pods
+            if not p["metadata"].get("deletionTimestamp")
+            and not any(o["uid"] in uids for o in p["metadata"].get("ownerReferences") or [])
+        )
+
+
+def start_operator(
+    kubeconfig: Path, log: Path, concurrency: int
+) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    out = open(log, "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kuberay.cli.main",
+            "operator",
+            f"--kubeconfig={kubeconfig}",
+            "--enable-leader-election=false",
+            f"--metrics-addr=127.0.0.1:{port}",
+            "--health-probe-bind-address=127.0.0.1:0",
+            f"--reconcile-concurrency={concurrency}",
+            "--qps=1000",
+            "--burst=2000",
+            "--log-stdout-encoder=console",
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    out.close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            scrape(port)
+            return proc, port
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"operator did not serve metrics; see {log}")
+
+
+async def run_all(
+    args: argparse.Namespace, kubeconfig: Path, plane: Plane | None, workdir: Path
+) -> dict[str, Any]:
+    result: dict[str, Any] = {"inputs": {k: v for k, v in vars(args).items() if k != "out"}}
+    config = load_kubeconfig(kubeconfig)
+    config.qps = 0
+    async with KubeClient(config, user_agent="bench-scale") as kube:
+        await install_crds(kube)
+        if plane is not None and not args.no_ceiling:
+            result["ceiling"] = await ceiling(plane, args.ceiling_pods, 64, args.timeout)
+            bench_ns = "bench-ceiling"
+            await kube.delete(NAMESPACES, bench_ns)
+        proc, port = start_operator(kubeconfig, workdir / "operator.log", args.concurrency)
+        try:
+            await asyncio.sleep(3)
+            idle = proc_stats(proc.pid)
+            result["operator_idle_rss_mib"] = round(idle.get("VmRSS", 0), 1)
+            bench = Bench(kube, proc.pid, port, args.timeout)
+            result["sizes"] = []
+            for size in args.sizes.split(","):
+                n, m = (int(x) for x in size.lower().split("x"))
+                r = await bench.size(n, m, idle.get("VmRSS", 0))
+                if "ceiling" in result:
+                    r["fraction_of_ceiling"] = round(
+                        r["pods_per_s"] / result["ceiling"]["ceiling_pods_per_second"], 2
+                    )
+                result["sizes"].append(r)
+                print(
+                    f"size {size}: {r['all_ready_s']}s to ready, {r['pods_per_s']} pods/s",
+                    flush=True,
+                )
+            if args.fairness_workers:
+                result["fairness"] = await bench.fairness(args.fairness_workers, args.small)
+                print(f"fairness: {result['fairness']}", flush=True)
+            if args.churn_waves:
+                result["churn"] = await bench.churn(args.churn_clusters, args.churn_waves)
+                print(f"churn: max {result['churn']['max_convergence_s']}s", flush=True)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = ["| figure | value |", "|---|---|"]
+    if "ceiling" in result:
+        lines.append(
+            f"| ceiling (no operator) | {result['ceiling']['ceiling_pods_per_second']} pods/s |"
+        )
+    lines.append(f"| operator idle RSS | {result['operator_idle_rss_mib']} MiB |")
+    for r in result.get("sizes", []):
+        tag = f"{r['clusters']}x{r['workers']}"
+        frac = f" ({r['fraction_of_ceiling']:.0%} of ceiling)" if "fraction_of_ceiling" in r else ""
+        lines += [
+            f"| {tag}: all pods exist / all ready | {r['all_pods_exist_s']} s / {r['all_ready_s']} s |",
+            f"| {tag}: pods per second | {r['pods_per_s']}{frac} |",
+            f"| {tag}: operator CPU | {r['operator_cpu_s']} s |",
+            f"| {tag}: operator RSS peak / steady / per pod | {r['operator_peak_rss_mib']} / {r['operator_steady_rss_mib']} MiB / {r['rss_per_pod_kib']} KiB |",
+            f"| {tag}: 409 conflicts, status writes per cluster | {r['conflicts_409']}, {r['status_writes_per_cluster']} |",
+            f"| {tag}: requests per cluster | {', '.join(f'{k}={v}' for k, v in r['requests_per_cluster'].items())} |",
+        ]
+    f = result.get("fairness")
+    if f:
+        lines.append(
+            f"| fairness: small clusters ready p50/p99 idle vs during {f['big_cluster_workers']}-worker scale-up | "
+            f"{f['idle_p50_s']}/{f['idle_p99_s']} s vs {f['busy_p50_s']}/{f['busy_p99_s']} s (p99 +{f['p99_penalty_s']} s) |"
+        )
+    ch = result.get("churn")
+    if ch:
+        lines.append(
+            f"| churn ({ch['clusters']} clusters, {ch['waves']} waves): max convergence, duplicates, orphans | "
+            f"{ch['max_convergence_s']} s, {ch['duplicate_pods']}, {ch['orphaned_pods']} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--sizes", default="50x10,100x10,200x10")
+    parser.add_argument("--nodes", type=int, default=20)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--ceiling-pods", type=int, default=1000)
+    parser.add_argument("--no-ceiling", action="store_true")
+    parser.add_argument("--fairness-workers", type=int, default=1000)
+    parser.add_argument("--small", type=int, default=10)
+    parser.add_argument("--churn-clusters", type=int, default=20)
+    parser.add_argument("--churn-waves", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--kubeconfig", type=Path, default=None, help="use an existing cluster")
+    parser.add_argument("--out", type=Path, default=Path("bench-results/scale.json"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        if args.kubeconfig:
+            result = asyncio.run(run_all(args, args.kubeconfig, None, workdir))
+        else:
+            plane = Plane(
+                PlaneConfig(
+                    directory=workdir / "plane",
+                    nodes=args.nodes,
+                    node_cpu="256",
+                    node_memory="1Ti",
+                    unlimited=True,
+                    log=lambda _: None,
+                )
+            )
+            plane.start()
+            try:
+                result = asyncio.run(run_all(args, plane.kubeconfig, plane, workdir))
+            finally:
+                plane.stop()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, default=str))
+    print(markdown(result))
+    print(f"\nJSON: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
