@@ -31,7 +31,7 @@ from kuberay.controllers.raycronjob import RayCronJobConfig
 from kuberay.controllers.raycronjob import register as register_raycronjob
 from kuberay.controllers.rayjob import RayJobConfig
 from kuberay.controllers.rayjob import register as register_rayjob
-from kuberay.ray.http_client import HttpDashboardFactory
+from kuberay.ray.http_client import HttpDashboardFactory, proxy_factory_for
 from kuberay.runtime import logs
 from kuberay.runtime.client import KubeClient, auto_config
 from kuberay.runtime.manager import Manager, ManagerOptions
@@ -232,9 +232,16 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
             use_routes=await detect_openshift(client),
         )
         register_raycluster(mgr, rc, settings.watch_namespace or None)
-        dashboards = HttpDashboardFactory()
+        dashboards = (
+            proxy_factory_for(config) if settings.use_kubernetes_proxy else HttpDashboardFactory()
+        )
         rj = RayJobConfig.from_env(
-            os.environ, build=build, gates=gates, concurrency=settings.reconcile_concurrency
+            os.environ,
+            build=build,
+            gates=gates,
+            concurrency=settings.reconcile_concurrency,
+            use_kubernetes_proxy=settings.use_kubernetes_proxy,
+            apiserver=config.server,
         )
         register_rayjob(mgr, rj, settings.watch_namespace or None, dashboards)
         if gates.enabled("RayCronJob"):

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -51,6 +52,7 @@ from kuberay.ray.dashboard import (
     DashboardFactory,
     JobSubmitRequest,
 )
+from kuberay.ray.http_client import service_proxy_base_url
 from kuberay.runtime.client import JOBS, PODS, SECRETS, SERVICES, KubeClient, Resource
 from kuberay.runtime.controller import Request, Result
 from kuberay.runtime.errors import AlreadyExists, ApiError, NotFound
@@ -114,6 +116,10 @@ class RayJobConfig:
     submitter_finished_grace_seconds: float = 30.0
     delete_rayjob_after_finishes: bool = False
     concurrency: int = 8
+    # --use-kubernetes-proxy: reach dashboards through the API server's service proxy (an
+    # operator outside the cluster network); ``apiserver`` is the API server's base URL.
+    use_kubernetes_proxy: bool = False
+    apiserver: str = ""
     clock: Callable[[], float] = time.time
     suffix: Callable[[], str] = random_suffix
 
@@ -939,7 +945,12 @@ class RayJobReconciler:
         if not url:
             return None
         token = await self._auth_token(job)
-        return self.dashboards(rjb.with_scheme(str(url)), auth_token=token)
+        base = dashboard_base_url(
+            str(url),
+            job["metadata"]["namespace"],
+            self.config.apiserver if self.config.use_kubernetes_proxy else None,
+        )
+        return self.dashboards(base, auth_token=token)
 
     async def _auth_token(self, job: Obj) -> str | None:
         spec = job["spec"].get("rayClusterSpec") or {}
@@ -1085,6 +1096,17 @@ def set_conditions(job: Obj, cluster: Obj | None, now: float) -> None:
         put(COND_COMPLETE, "False", state or "New", "")
         put(COND_FAILED, "False", state or "New", "")
     status["conditions"] = conditions
+
+
+def dashboard_base_url(dashboard_url: str, namespace: str, apiserver: str | None) -> str:
+    """Where to reach a job's dashboard: ``status.dashboardURL`` directly, or (with an API
+    server URL, ``--use-kubernetes-proxy``) the same head Service through the API server's
+    service proxy."""
+    base = rjb.with_scheme(dashboard_url)
+    if apiserver is None:
+        return base
+    service = (urlsplit(base).hostname or "").split(".")[0]
+    return service_proxy_base_url(apiserver, namespace, service)
 
 
 def register(

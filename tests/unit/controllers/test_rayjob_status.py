@@ -246,3 +246,13 @@ def test_sidecar_checks() -> None:
     assert r.check_submitter(obj, "SidecarMode") == (True, T0)
     assert obj["status"]["reason"] == "SubmissionFailed"
     assert "exit code 2" in obj["status"]["message"]
+
+
+def test_dashboard_base_url_direct_and_through_the_api_server_proxy() -> None:
+    from kuberay.controllers.rayjob import dashboard_base_url
+
+    url = "job-abcde-head-svc.team.svc.cluster.local:8265"
+    assert dashboard_base_url(url, "team", None) == f"http://{url}"
+    assert dashboard_base_url(url, "team", "https://10.0.0.1:6443") == (
+        "https://10.0.0.1:6443/api/v1/namespaces/team/services/job-abcde-head-svc:dashboard/proxy"
+    )
