@@ -58,6 +58,7 @@ def test_config_file_wins_and_reads_operator_defaults(tmp_path: Path) -> None:
         "defaultPodLabels: {team: ml}\n"
         "defaultContainerEnvs: [{name: A, value: b}]\n"
         "headSidecarContainers: [{name: fluentbit, image: fluent/fluent-bit}]\n"
+        "deleteRayJobAfterJobFinishes: true\n"
     )
     s = settings_from_args(_parse(f"--config={path}", "--metrics-addr=:1"))  # type: ignore[arg-type]
     assert s.metrics_addr == ":9090"
@@ -66,6 +67,7 @@ def test_config_file_wins_and_reads_operator_defaults(tmp_path: Path) -> None:
     assert s.default_pod_labels == {"team": "ml"}
     assert s.default_container_envs == [{"name": "A", "value": "b"}]
     assert s.head_sidecar_containers[0]["name"] == "fluentbit"
+    assert s.delete_rayjob_after_job_finishes is True
 
 
 @pytest.mark.parametrize(

@@ -65,6 +65,7 @@ class OperatorSettings:
     default_container_envs: list[dict[str, Any]] = field(default_factory=list)
     default_pod_labels: dict[str, str] = field(default_factory=dict)
     default_pod_annotations: dict[str, str] = field(default_factory=dict)
+    delete_rayjob_after_job_finishes: bool | None = None
 
 
 _CONFIG_KEYS = {
@@ -84,6 +85,7 @@ _CONFIG_KEYS = {
     "defaultContainerEnvs": "default_container_envs",
     "defaultPodLabels": "default_pod_labels",
     "defaultPodAnnotations": "default_pod_annotations",
+    "deleteRayJobAfterJobFinishes": "delete_rayjob_after_job_finishes",
 }
 _IGNORED_CONFIG_KEYS = {
     "apiVersion",
@@ -91,7 +93,6 @@ _IGNORED_CONFIG_KEYS = {
     "logFile",
     "logFileEncoder",
     "enableBatchScheduler",
-    "deleteRayJobAfterJobFinishes",
     "featureGates",
 }
 
@@ -187,6 +188,17 @@ def _lease_namespace(settings: OperatorSettings) -> str:
     return "default"
 
 
+async def require_kubernetes(client: KubeClient, minimum: tuple[int, int], why: str) -> None:
+    """Refuses to start against an API server older than ``minimum`` (upstream's startup check)."""
+    version = await client.request("GET", "/version")
+    have = (int(version["major"]), int("".join(ch for ch in version["minor"] if ch.isdigit())))
+    if have < minimum:
+        raise SettingsError(
+            f"{why} needs Kubernetes {minimum[0]}.{minimum[1]} or newer; the API server is "
+            f"{version.get('gitVersion', '.'.join(map(str, have)))}"
+        )
+
+
 async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> int:
     try:
         gates = FeatureGates.parse(settings.feature_gates)
@@ -243,6 +255,10 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
             use_kubernetes_proxy=settings.use_kubernetes_proxy,
             apiserver=config.server,
         )
+        if settings.delete_rayjob_after_job_finishes is not None:
+            rj.delete_rayjob_after_finishes = settings.delete_rayjob_after_job_finishes
+        if gates.enabled("SidecarSubmitterRestart"):
+            await require_kubernetes(client, (1, 35), "the SidecarSubmitterRestart feature gate")
         register_rayjob(mgr, rj, settings.watch_namespace or None, dashboards)
         if gates.enabled("RayCronJob"):
             register_raycronjob(
