@@ -68,7 +68,7 @@ from kuberay.runtime.controller import (
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
 from kuberay.runtime.expectations import Expectations
-from kuberay.runtime.informer import Informer
+from kuberay.runtime.informer import Handler, Informer
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
 from kuberay.schedulers import BatchScheduler
@@ -181,6 +181,9 @@ class RayClusterReconciler:
             services = mgr.informer(SERVICES, namespace=ns, label_selector=OWNED_SELECTOR)
             jobs = mgr.informer(JOBS, namespace=ns, label_selector=OWNED_SELECTOR)
             ctrl.for_(clusters, predicate)
+            clusters.add_handler(
+                Handler(on_delete=lambda o: self.recorder.forget(o["metadata"].get("uid", "")))
+            )
             ctrl.owns(jobs, c.KIND_RAYCLUSTER, "ray.io")
             self.jobs.append(jobs)
             ctrl.owns(pods, c.KIND_RAYCLUSTER, "ray.io")

@@ -84,6 +84,7 @@ class EventRecorder:
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(queue_size)
         self._series: dict[tuple[str, ...], _Series] = {}
         self._buckets: dict[str, _Bucket] = {}
+        self._last_prune = time.monotonic()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -152,10 +153,21 @@ class EventRecorder:
             finally:
                 self._queue.task_done()
 
+    def _prune(self, now: float) -> None:
+        """Drops aggregation state older than the series window, so a long-running operator's
+        memory does not grow with every event it ever sent."""
+        for key in [
+            k for k, ser in self._series.items() if now - ser.last_seen >= self.series_window
+        ]:
+            del self._series[key]
+        self._last_prune = now
+
     async def _send(self, item: dict[str, Any]) -> None:
         ref = item["regarding"]
         key = (ref["uid"], item["type"], item["reason"], item["action"], item["note"])
         now = time.monotonic()
+        if now - self._last_prune > self.series_window:
+            self._prune(now)
         series = self._series.get(key)
         if series is not None and now - series.last_seen < self.series_window:
             series.count += 1
