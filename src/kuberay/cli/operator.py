@@ -27,6 +27,7 @@ from kuberay.api.webhook import handlers as webhook_handlers
 from kuberay.builders.options import BuildOptions
 from kuberay.controllers.raycluster import RayClusterConfig, detect_openshift
 from kuberay.controllers.raycluster import register as register_raycluster
+from kuberay.controllers.raycluster_metrics import RayClusterMetrics
 from kuberay.controllers.raycronjob import RayCronJobConfig
 from kuberay.controllers.raycronjob import register as register_raycronjob
 from kuberay.controllers.rayjob import RayJobConfig
@@ -243,7 +244,9 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
             scheduler=scheduler,
             use_routes=await detect_openshift(client),
         )
-        register_raycluster(mgr, rc, settings.watch_namespace or None)
+        clusters = register_raycluster(mgr, rc, settings.watch_namespace or None)
+        if settings.enable_metrics:
+            mgr.metrics.registry.register(RayClusterMetrics(clusters.clusters))
         dashboards = (
             proxy_factory_for(config) if settings.use_kubernetes_proxy else HttpDashboardFactory()
         )
