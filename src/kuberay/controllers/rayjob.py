@@ -772,63 +772,48 @@ class RayJobReconciler:
         name = job["status"].get("rayClusterName")
         if not name:
             return True
-        ns = _ns(job)
-        try:
-            cluster = await self.client.get(RAYCLUSTERS, name, ns)
-        except NotFound:
-            return True
-        if cluster["metadata"].get("deletionTimestamp"):
-            return False
-        try:
-            await self.client.delete(
-                RAYCLUSTERS, name, ns, propagation="Background", uid=cluster["metadata"]["uid"]
-            )
-        except NotFound:
-            return True
-        except ApiError as exc:
-            self.recorder.event(
-                job,
-                WARNING,
-                c.EVENT_FAILED_TO_DELETE_RAYCLUSTER,
-                f"Failed to delete cluster {ns}/{name}: {exc.message or exc}",
-                "Delete",
-            )
-            raise
-        self.recorder.event(
-            job, NORMAL, c.EVENT_DELETED_RAYCLUSTER, f"Deleted cluster {ns}/{name}", "Delete"
+        return await self._delete_child(
+            job,
+            RAYCLUSTERS,
+            name,
+            "cluster",
+            c.EVENT_DELETED_RAYCLUSTER,
+            c.EVENT_FAILED_TO_DELETE_RAYCLUSTER,
         )
-        return False
 
     async def _delete_submitter(self, job: Obj) -> bool:
-        ns, name = _ns(job), job["metadata"]["name"]
+        return await self._delete_child(
+            job,
+            JOBS,
+            job["metadata"]["name"],
+            "submitter K8s Job",
+            c.EVENT_DELETED_RAYJOB_SUBMITTER,
+            c.EVENT_FAILED_TO_DELETE_RAYJOB_SUBMITTER,
+        )
+
+    async def _delete_child(
+        self, job: Obj, res: Resource, name: str, what: str, done_event: str, fail_event: str
+    ) -> bool:
+        """Deletes one child (uid-guarded, so a same-named successor is never hit); True once it
+        is gone, False while its deletion is under way."""
+        ns = _ns(job)
         try:
-            submitter = await self.client.get(JOBS, name, ns)
+            child = await self.client.get(res, name, ns)
         except NotFound:
             return True
-        if submitter["metadata"].get("deletionTimestamp"):
+        if child["metadata"].get("deletionTimestamp"):
             return False
         try:
             await self.client.delete(
-                JOBS, name, ns, propagation="Background", uid=submitter["metadata"]["uid"]
+                res, name, ns, propagation="Background", uid=child["metadata"]["uid"]
             )
         except NotFound:
             return True
         except ApiError as exc:
-            self.recorder.event(
-                job,
-                WARNING,
-                c.EVENT_FAILED_TO_DELETE_RAYJOB_SUBMITTER,
-                f"Failed to delete submitter K8s Job {ns}/{name}: {exc.message or exc}",
-                "Delete",
-            )
+            note = f"Failed to delete {what} {ns}/{name}: {exc.message or exc}"
+            self.recorder.event(job, WARNING, fail_event, note, "Delete")
             raise
-        self.recorder.event(
-            job,
-            NORMAL,
-            c.EVENT_DELETED_RAYJOB_SUBMITTER,
-            f"Deleted submitter K8s Job {ns}/{name}",
-            "Delete",
-        )
+        self.recorder.event(job, NORMAL, done_event, f"Deleted {what} {ns}/{name}", "Delete")
         return False
 
     async def _delete_self(self, job: Obj) -> None:
