@@ -32,6 +32,8 @@ from kuberay.controllers.raycronjob import RayCronJobConfig
 from kuberay.controllers.raycronjob import register as register_raycronjob
 from kuberay.controllers.rayjob import RayJobConfig
 from kuberay.controllers.rayjob import register as register_rayjob
+from kuberay.controllers.rayservice import RayServiceConfig
+from kuberay.controllers.rayservice import register as register_rayservice
 from kuberay.ray.http_client import HttpDashboardFactory, proxy_factory_for
 from kuberay.runtime import logs
 from kuberay.runtime.client import KubeClient, auto_config
@@ -263,6 +265,15 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
         if gates.enabled("SidecarSubmitterRestart"):
             await require_kubernetes(client, (1, 35), "the SidecarSubmitterRestart feature gate")
         register_rayjob(mgr, rj, settings.watch_namespace or None, dashboards)
+        rs = RayServiceConfig(
+            build=build,
+            gates=gates,
+            concurrency=settings.reconcile_concurrency,
+            zero_downtime=os.environ.get(c.ENV_ENABLE_ZERO_DOWNTIME, "").lower() != "false",
+            use_kubernetes_proxy=settings.use_kubernetes_proxy,
+            apiserver=config.server,
+        )
+        register_rayservice(mgr, rs, settings.watch_namespace or None, dashboards)
         if gates.enabled("RayCronJob"):
             register_raycronjob(
                 mgr, RayCronJobConfig(gates=gates), settings.watch_namespace or None

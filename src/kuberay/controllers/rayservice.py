@@ -1,0 +1,991 @@
+"""RayService reconciler: Serve on a RayCluster with zero-downtime (blue/green) cluster upgrades
+(reference §2.3, §3.3, §5.4), suspend / resume and the ``ray.io/initializing-timeout``
+annotation (terminal, as upstream). The incremental (Gateway API) strategy is not implemented
+yet: ``NewClusterWithIncrementalUpgrade`` behaves as ``NewCluster`` (no Gateway, no
+``target_capacity`` stepping, no rollback).
+
+Invariants and failure modes:
+- Intent before action. A new cluster's name is written to
+  ``status.pendingServiceStatus.rayClusterName`` before the cluster is created; every later pass
+  builds it from the persisted name, so a crash or restart never creates a second pending
+  cluster (the create answers AlreadyExists). A spec change while an upgrade is pending
+  replaces the pending cluster (the old one is cleaned up like any other stale cluster).
+- Beyond upstream, nothing the decisions depend on lives only in memory:
+  * the Serve config applied to a cluster is recorded on that cluster (annotation
+    ``ray.io/serve-config-hash``, written right after a successful PUT), so a restart does not
+    re-PUT (which would redeploy every application). A crash between the PUT and the
+    annotation write costs one redundant PUT, never a missed one.
+  * a stale cluster's deletion time is recorded on it (annotation
+    ``ray.io/deletion-scheduled-at``) before the delay starts, so a restart neither restarts
+    the ``rayClusterDeletionDelaySeconds`` timer nor forgets the cluster.
+- Traffic moves only by re-pointing the ``ray.io/cluster`` selector of the head and serve
+  Services (nothing else of an existing Service is ever updated). A pending cluster is promoted
+  to active exactly when the Services point at it, which happens only once its head is ready
+  and every Serve application on it is RUNNING.
+- One status write per pass, at the end, with optimistic concurrency (Conflict -> requeue);
+  the written object is put into the cache (``apply_own_write``) so the next pass starts from
+  it instead of the stale copy.
+- The head pod's ``ray.io/serve`` label follows the serve proxy health check
+  (``/-/healthz`` on the serve port). When the proxy cannot be reached at all (KWOK pods have
+  no processes, or the probe is disabled) the dashboard's application statuses are the
+  signal: ``true`` iff every application is RUNNING.
+- Beyond upstream, the UpgradeInProgress message says what a pending cluster is waiting for
+  (its head pod, its dashboard, which Serve applications are not RUNNING yet).
+- Dashboard errors never crash a pass: they are logged, the apps keep their last status and
+  the pass is requeued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import datetime as dt
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from kuberay.api import constants as c
+from kuberay.api import validation as v
+from kuberay.api.features import FeatureGates
+from kuberay.api.k8svalidation import parse_go_duration
+from kuberay.api.rayservice import RayService
+from kuberay.builders import names
+from kuberay.builders import rayjob as rjb
+from kuberay.builders import rayservice as rsb
+from kuberay.builders.errors import BuildError
+from kuberay.builders.options import BuildOptions
+from kuberay.controllers.rayjob import dashboard_base_url, random_suffix
+from kuberay.ray.dashboard import DashboardError, DashboardFactory
+from kuberay.runtime.client import (
+    ENDPOINTSLICES,
+    PODS,
+    SECRETS,
+    SERVICES,
+    KubeClient,
+    Resource,
+)
+from kuberay.runtime.controller import Request, Result
+from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
+from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
+from kuberay.runtime.informer import Informer
+from kuberay.runtime.manager import Manager
+from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
+
+log = logging.getLogger("kuberay.controllers.rayservice")
+
+RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
+RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
+
+OWNED_SELECTOR = f"{c.LABEL_CREATED_BY}={c.CREATED_BY}"
+POD_SELECTOR = f"{c.LABEL_NODE_TYPE} in (head,worker,redis-cleanup)"
+
+# Beyond upstream: what upstream keeps in memory, recorded on the cluster it is about.
+ANNOTATION_SERVE_CONFIG_HASH = "ray.io/serve-config-hash"
+ANNOTATION_DELETION_AT = "ray.io/deletion-scheduled-at"
+
+HealthProbe = Callable[[str, int], Awaitable[bool | None]]
+
+
+def rfc3339(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: Any) -> float | None:
+    if not text or not isinstance(text, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+async def proxy_healthz(ip: str, port: int, timeout: float = 2.0) -> bool | None:
+    """GET ``http://ip:port/-/healthz``: True on 200, False on another answer, None when the
+    proxy cannot be reached at all."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(ip, port), timeout)
+    except (OSError, TimeoutError):
+        return None
+    try:
+        request = f"GET /-/healthz HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n"
+        writer.write(request.encode())
+        await writer.drain()
+        line = await asyncio.wait_for(reader.readline(), timeout)
+        parts = line.decode(errors="replace").split()
+        return len(parts) >= 2 and parts[1] == "200"
+    except (OSError, TimeoutError):
+        return None
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+@dataclass
+class RayServiceConfig:
+    """Operator settings for RayServices; the requeue interval is upstream's 2 s."""
+
+    build: BuildOptions = field(default_factory=BuildOptions)
+    gates: FeatureGates = field(default_factory=FeatureGates)
+    requeue_seconds: float = 2.0
+    concurrency: int = 8
+    zero_downtime: bool = True  # env ENABLE_ZERO_DOWNTIME != "false"
+    # The serve proxy health check of the head pod; None: use the apps' status only.
+    health_probe: HealthProbe | None = proxy_healthz
+    # --use-kubernetes-proxy: reach dashboards through the API server's service proxy.
+    use_kubernetes_proxy: bool = False
+    apiserver: str = ""
+    clock: Callable[[], float] = time.time
+    suffix: Callable[[], str] = random_suffix
+
+
+class RayServiceReconciler:
+    def __init__(
+        self,
+        mgr: Manager,
+        config: RayServiceConfig,
+        dashboard_factory: DashboardFactory,
+        *,
+        namespaces: list[str] | None = None,
+    ) -> None:
+        self.client: KubeClient = mgr.client
+        self.config = config
+        self.dashboards = dashboard_factory
+        self.recorder: EventRecorder = mgr.recorder(c.RECORDER_RAYSERVICE)
+        ns_list: list[str | None] = list(namespaces) if namespaces else [None]
+        self.rayservices: list[Informer] = []
+        self.clusters: list[Informer] = []
+        self.services: list[Informer] = []
+        self.pods: list[Informer] = []
+        self.slices: list[Informer] = []
+        ctrl = mgr.controller("rayservice", self.reconcile, concurrency=config.concurrency)
+        for ns in ns_list:
+            rayservices = mgr.informer(RAYSERVICES, namespace=ns)
+            clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
+            services = mgr.informer(SERVICES, namespace=ns, label_selector=OWNED_SELECTOR)
+            pods = mgr.informer(
+                PODS, namespace=ns, label_selector=POD_SELECTOR, transform=projector(POD_FIELDS)
+            )
+            pods.store.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
+            slices = mgr.informer(ENDPOINTSLICES, namespace=ns)
+            clusters.store.add_indexer("origin", index_by_label(c.LABEL_ORIGINATED_FROM_CR_NAME))
+            slices.store.add_indexer("service", index_by_label(c.LABEL_ENDPOINTSLICE_SERVICE_NAME))
+            ctrl.for_(rayservices)
+            ctrl.owns(clusters, c.KIND_RAYSERVICE, c.GROUP)
+            ctrl.owns(services, c.KIND_RAYSERVICE, c.GROUP)
+            self.rayservices.append(rayservices)
+            self.clusters.append(clusters)
+            self.services.append(services)
+            self.pods.append(pods)
+            self.slices.append(slices)
+        self.controller = ctrl
+
+    # ------------------------------------------------------------------ helpers
+    def now(self) -> float:
+        return self.config.clock()
+
+    @staticmethod
+    def _cached(informers: list[Informer], ns: str, name: str) -> Obj | None:
+        for inf in informers:
+            obj = inf.store.get_by_name(ns, name)
+            if obj is not None:
+                return obj
+        return None
+
+    def _owned_clusters(self, ns: str, svc_name: str) -> list[Obj]:
+        out = []
+        for inf in self.clusters:
+            for obj in inf.store.by_index("origin", f"{ns}/{svc_name}"):
+                labels = obj["metadata"].get("labels") or {}
+                if labels.get(c.LABEL_ORIGINATED_FROM_CRD) == c.KIND_RAYSERVICE:
+                    out.append(obj)
+        return out
+
+    def _head_pod(self, ns: str, cluster: str) -> Obj | None:
+        for inf in self.pods:
+            for pod in inf.store.by_index("cluster", f"{ns}/{cluster}"):
+                meta = pod["metadata"]
+                labels = meta.get("labels") or {}
+                if labels.get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD and not meta.get(
+                    "deletionTimestamp"
+                ):
+                    return pod
+        return None
+
+    def _requeue(self, seconds: float | None = None) -> Result:
+        if seconds is not None and seconds <= 0:
+            return Result(requeue=True)  # now (requeue_after=0 would mean "not at all")
+        return Result(requeue_after=self.config.requeue_seconds if seconds is None else seconds)
+
+    # ------------------------------------------------------------------ reconcile
+    async def reconcile(self, req: Request) -> Result | None:
+        ns = req.namespace or ""
+        cached = self._cached(self.rayservices, ns, req.name)
+        if cached is None:
+            return None
+        spec = cached.get("spec") or {}
+        managed_by = spec.get("managedBy")
+        if managed_by is not None and managed_by != c.MANAGED_BY_KUBERAY:
+            return None
+        svc = copy.deepcopy(cached)
+        svc.setdefault("apiVersion", c.API_VERSION)
+        svc.setdefault("kind", c.KIND_RAYSERVICE)
+        if not isinstance(svc.get("status"), dict):
+            svc["status"] = {}
+        old_status = copy.deepcopy(svc["status"])
+        name = svc["metadata"]["name"]
+        deleting = bool(svc["metadata"].get("deletionTimestamp"))
+
+        wait = await self._clean_up_clusters(svc, deleting)
+        if deleting:
+            return await self._finalize(svc)
+        if c.FINALIZER_RAYSERVICE not in (svc["metadata"].get("finalizers") or []):
+            await self._add_finalizer(svc)
+            return self._requeue(0)
+
+        problem = self._validate(svc)
+        if problem is not None:
+            reason, message = problem
+            self.recorder.event(svc, WARNING, reason, message, "Validate")
+            self._set_condition(svc, c.COND_READY, "False", c.REASON_VALIDATION_FAILED, message)
+            await self._write_status(svc, old_status)
+            return None
+
+        status = svc["status"]
+        stop, result = await self._handle_suspend(svc, old_status)
+        if stop:
+            return result
+        self._init_conditions(svc)
+        if self._initializing_timed_out(svc):
+            # Terminal: no cluster is kept (the clean-up deletes them after the delay); only
+            # deleting and recreating the RayService recovers.
+            status["activeServiceStatus"] = {}
+            status["pendingServiceStatus"] = {}
+            status["numServeEndpoints"] = 0
+            status["serviceStatus"] = ""
+            await self._write_status(svc, old_status)
+            remaining = self._owned_clusters(ns, name)
+            return self._requeue(wait) if remaining else None
+        active_name = (status.get("activeServiceStatus") or {}).get("rayClusterName") or ""
+        pending_name = (status.get("pendingServiceStatus") or {}).get("rayClusterName") or ""
+        active = self._cached(self.clusters, ns, active_name) if active_name else None
+        pending = await self._ensure_pending(svc, pending_name) if pending_name else None
+        if active is not None:
+            active = await self._update_in_place(svc, active)
+        if pending is not None:
+            pending = await self._update_in_place(svc, pending)
+
+        pending_ready, pending_apps = False, None
+        if pending is not None:
+            pending_ready, pending_apps = await self._reconcile_serve(svc, pending)
+        active_ready, active_apps = False, None
+        if active is not None:
+            # The active cluster keeps serving while a pending one comes up; config-only
+            # changes are applied to it in place (its hash still matches the goal).
+            apply = pending is None and rsb.matches_goal(svc, active)
+            active_ready, active_apps = await self._reconcile_serve(svc, active, apply=apply)
+        for cluster, apps in ((active, active_apps), (pending, pending_apps)):
+            if cluster is not None:
+                await self._update_serve_label(svc, cluster, apps)
+
+        target = None
+        if (
+            pending is not None
+            and pending_ready
+            and (rsb.matches_goal(svc, pending) or rsb.only_groups_appended(svc, pending))
+        ):
+            # (a pending cluster for a goal that changed since is replaced, never promoted)
+            target = pending
+        elif active is not None and active_ready:
+            target = active
+        pointed_at = None
+        if target is not None:
+            pointed_at = await self._reconcile_services(svc, target)
+
+        # ---- status
+        if active is not None:
+            status["activeServiceStatus"] = self._side_status(
+                status.get("activeServiceStatus"), active, active_apps
+            )
+        elif active_name:
+            status["activeServiceStatus"] = {}
+        if pending is not None:
+            status["pendingServiceStatus"] = self._side_status(
+                status.get("pendingServiceStatus"), pending, pending_apps
+            )
+        if pending is not None and pointed_at == pending["metadata"]["name"]:
+            # Promotion: the Services now send traffic to the pending cluster.
+            status["activeServiceStatus"] = status["pendingServiceStatus"]
+            status["pendingServiceStatus"] = {}
+            active, pending = pending, None
+            log.info("RayService %s/%s: promoted %s", ns, name, active["metadata"]["name"])
+        if self._should_prepare_new_cluster(svc, active, pending):
+            new_name = rsb.cluster_name_for(name, self.config.suffix())
+            status["pendingServiceStatus"] = {"rayClusterName": new_name}
+            log.info("RayService %s/%s: new pending cluster %s", ns, name, new_name)
+        status["numServeEndpoints"] = self._num_serve_endpoints(svc)
+        waiting = self._waiting_for(svc, pending, pending_apps)
+        self._set_status_conditions(
+            svc, active is not None, bool(pending_name_of(svc)), waiting=waiting
+        )
+        await self._write_status(svc, old_status)
+        return self._requeue(min(wait, self.config.requeue_seconds) if wait else None)
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self, svc: Obj) -> tuple[str, str] | None:
+        err = v.validate_rayservice_metadata(svc["metadata"])
+        if err:
+            return c.EVENT_INVALID_RAYSERVICE_METADATA, err
+        try:
+            model = RayService.model_validate(svc)
+        except ValidationError as exc:
+            return c.EVENT_INVALID_RAYSERVICE_SPEC, f"{v.RAYSERVICE_PREFIX}{exc}"
+        err = v.validate_rayservice_spec(model, self.config.gates)
+        if err:
+            return c.EVENT_INVALID_RAYSERVICE_SPEC, err
+        try:
+            rsb.serve_config(svc)
+        except (ValueError, yaml.YAMLError) as exc:
+            return c.EVENT_INVALID_RAYSERVICE_SPEC, f"{v.RAYSERVICE_PREFIX}serveConfigV2: {exc}"
+        return None
+
+    # ------------------------------------------------------------------ suspend
+    def _is(self, svc: Obj, ctype: str) -> bool:
+        return (self._condition(svc, ctype) or {}).get("status") == "True"
+
+    async def _handle_suspend(self, svc: Obj, old_status: Obj) -> tuple[bool, Result | None]:
+        """The suspend state machine; (True, result) ends the pass. Once Suspending is
+        persisted the suspension completes whatever ``spec.suspend`` says meanwhile."""
+        status = svc["status"]
+        want = bool(svc["spec"].get("suspend"))
+        if self._is(svc, c.COND_SUSPENDING):
+            if await self._delete_children(svc):
+                self._set_condition(svc, c.COND_SUSPENDING, "True", c.REASON_SUSPEND_IN_PROGRESS)
+                self._set_condition(svc, c.COND_READY, "False", c.REASON_SUSPEND_IN_PROGRESS)
+                await self._write_status(svc, old_status)
+                return True, self._requeue()
+            for ctype, value in (
+                (c.COND_SUSPENDING, "False"),
+                (c.COND_SUSPENDED, "True"),
+                (c.COND_READY, "False"),
+                (c.COND_UPGRADE_IN_PROGRESS, "False"),
+            ):
+                self._set_condition(svc, ctype, value, c.REASON_SUSPEND_COMPLETE)
+            self._drop_condition(svc, c.COND_ROLLBACK_IN_PROGRESS)
+            await self._write_status(svc, old_status)
+            return True, None
+        if self._is(svc, c.COND_SUSPENDED):
+            if want:
+                return True, None
+            self._set_condition(svc, c.COND_SUSPENDED, "False", c.REASON_RAYSERVICE_RESUMED)
+            self._drop_condition(svc, c.COND_READY)  # re-armed below with a fresh time
+            self._set_condition(svc, c.COND_UPGRADE_IN_PROGRESS, "False", c.REASON_INITIALIZING)
+            return False, None
+        if not want:
+            return False, None
+        self._set_condition(svc, c.COND_SUSPENDING, "True", c.REASON_SUSPEND_REQUESTED)
+        self._set_condition(svc, c.COND_READY, "False", c.REASON_SUSPEND_IN_PROGRESS)
+        self._set_condition(svc, c.COND_UPGRADE_IN_PROGRESS, "False", c.REASON_SUSPEND_IN_PROGRESS)
+        self._drop_condition(svc, c.COND_ROLLBACK_IN_PROGRESS)
+        status["activeServiceStatus"] = {}
+        status["pendingServiceStatus"] = {}
+        status["numServeEndpoints"] = 0
+        status["serviceStatus"] = ""
+        await self._write_status(svc, old_status)
+        return True, self._requeue(0)
+
+    async def _delete_children(self, svc: Obj) -> bool:
+        """Deletes every RayCluster and Service that originated from the RayService; True while
+        any remains."""
+        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+        remaining = False
+        children: list[tuple[Resource, Obj]] = [
+            (RAYCLUSTERS, x) for x in self._owned_clusters(ns, name)
+        ]
+        for inf in self.services:
+            for item in inf.store.values():
+                meta = item.get("metadata") or {}
+                labels = meta.get("labels") or {}
+                if (
+                    meta.get("namespace") == ns
+                    and labels.get(c.LABEL_ORIGINATED_FROM_CR_NAME) == name
+                    and labels.get(c.LABEL_ORIGINATED_FROM_CRD) == c.KIND_RAYSERVICE
+                ):
+                    children.append((SERVICES, item))
+        for res, obj in children:
+            remaining = True
+            if obj["metadata"].get("deletionTimestamp"):
+                continue
+            with contextlib.suppress(NotFound):
+                await self.client.delete(res, obj["metadata"]["name"], ns, propagation="Background")
+        return remaining
+
+    def _drop_condition(self, svc: Obj, ctype: str) -> None:
+        conditions = svc["status"].get("conditions") or []
+        svc["status"]["conditions"] = [x for x in conditions if x.get("type") != ctype]
+
+    def _initializing_timed_out(self, svc: Obj) -> bool:
+        """True once Ready is (or has just become) False/InitializingTimeout."""
+        ready = self._condition(svc, c.COND_READY) or {}
+        if ready.get("reason") == c.REASON_INITIALIZING_TIMEOUT:
+            return True
+        if ready.get("reason") != c.REASON_INITIALIZING:
+            return False
+        text = (svc["metadata"].get("annotations") or {}).get(c.ANNOTATION_INITIALIZING_TIMEOUT)
+        if not text:
+            return False
+        try:
+            timeout = parse_go_duration(str(text))
+        except ValueError:
+            timeout = float(int(str(text)))  # validated: a positive integer (seconds)
+        since = parse_time(ready.get("lastTransitionTime"))
+        if since is None or self.now() - since < timeout:
+            return False
+        message = f"RayService failed to become ready within the initializing timeout of {text}"
+        self._set_condition(svc, c.COND_READY, "False", c.REASON_INITIALIZING_TIMEOUT, message)
+        self.recorder.event(
+            svc, WARNING, c.EVENT_RAYSERVICE_INITIALIZING_TIMEOUT, message, "Reconcile"
+        )
+        return True
+
+    # ------------------------------------------------------------------ finalizer / deletion
+    async def _add_finalizer(self, svc: Obj) -> None:
+        meta = svc["metadata"]
+        patch = {
+            "metadata": {
+                "finalizers": [*(meta.get("finalizers") or []), c.FINALIZER_RAYSERVICE],
+                "resourceVersion": meta["resourceVersion"],
+            }
+        }
+        with contextlib.suppress(Conflict, NotFound):
+            await self.client.patch(RAYSERVICES, meta["name"], patch, meta["namespace"])
+
+    async def _finalize(self, svc: Obj) -> Result | None:
+        meta = svc["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if c.FINALIZER_RAYSERVICE not in finalizers:
+            return None
+        if self._owned_clusters(meta["namespace"], meta["name"]):
+            return self._requeue()
+        finalizers.remove(c.FINALIZER_RAYSERVICE)
+        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
+        with contextlib.suppress(NotFound):
+            await self.client.patch(RAYSERVICES, meta["name"], patch, meta["namespace"])
+        return None
+
+    async def _clean_up_clusters(self, svc: Obj, deleting: bool) -> float | None:
+        """Schedules (annotation first) and performs the deletion of every owned cluster that
+        is neither active nor pending. Returns seconds until the next due deletion."""
+        meta, status = svc["metadata"], svc["status"]
+        ns = meta["namespace"]
+        keep = set()
+        if not deleting:
+            keep = {
+                (status.get("activeServiceStatus") or {}).get("rayClusterName"),
+                (status.get("pendingServiceStatus") or {}).get("rayClusterName"),
+            }
+        delay = 0 if deleting else rsb.deletion_delay_seconds(svc)
+        now = self.now()
+        soonest: float | None = None
+        for cluster in self._owned_clusters(ns, meta["name"]):
+            cmeta = cluster["metadata"]
+            if cmeta.get("deletionTimestamp"):
+                continue
+            if cmeta["name"] in keep:
+                if ANNOTATION_DELETION_AT in (cmeta.get("annotations") or {}):
+                    # Marked from a stale view of the status: the mark must not outlive it.
+                    unmark = {"metadata": {"annotations": {ANNOTATION_DELETION_AT: None}}}
+                    with contextlib.suppress(NotFound):
+                        await self.client.patch(RAYCLUSTERS, cmeta["name"], unmark, ns)
+                continue
+            due = parse_time((cmeta.get("annotations") or {}).get(ANNOTATION_DELETION_AT))
+            if due is None or (deleting and due > now):
+                due = now + delay
+                if delay > 0:
+                    patch = {
+                        "metadata": {
+                            "annotations": {ANNOTATION_DELETION_AT: rfc3339(due)},
+                            "resourceVersion": cmeta["resourceVersion"],
+                        }
+                    }
+                    try:
+                        await self.client.patch(RAYCLUSTERS, cmeta["name"], patch, ns)
+                    except (Conflict, NotFound):
+                        soonest = 0.5 if soonest is None else min(soonest, 0.5)
+                        continue
+                    log.info("RayCluster %s/%s scheduled for deletion", ns, cmeta["name"])
+            if due > now:
+                left = due - now
+                soonest = left if soonest is None else min(soonest, left)
+                continue
+            try:
+                await self.client.delete(
+                    RAYCLUSTERS, cmeta["name"], ns, propagation="Background", uid=cmeta.get("uid")
+                )
+            except NotFound:
+                continue
+            except ApiError as exc:
+                self.recorder.event(
+                    svc,
+                    WARNING,
+                    c.EVENT_FAILED_TO_DELETE_RAYCLUSTER,
+                    f"Failed to delete RayCluster {ns}/{cmeta['name']}: {exc}",
+                    "Delete",
+                )
+                continue
+            self.recorder.event(
+                svc,
+                NORMAL,
+                c.EVENT_DELETED_RAYCLUSTER,
+                f"Deleted RayCluster {ns}/{cmeta['name']}",
+                "Delete",
+            )
+        return soonest
+
+    # ------------------------------------------------------------------ clusters
+    async def _ensure_pending(self, svc: Obj, name: str) -> Obj | None:
+        ns = svc["metadata"]["namespace"]
+        cached = self._cached(self.clusters, ns, name)
+        if cached is not None:
+            return cached
+        cluster = rsb.build_cluster(svc, name)
+        try:
+            created = await self.client.create(RAYCLUSTERS, cluster, ns)
+        except AlreadyExists:
+            return await self.client.get(RAYCLUSTERS, name, ns)
+        except ApiError as exc:
+            self.recorder.event(
+                svc,
+                WARNING,
+                c.EVENT_FAILED_TO_CREATE_RAYCLUSTER,
+                f"Failed to create RayCluster {ns}/{name}: {exc.message or exc}",
+                "Create",
+            )
+            raise
+        self.recorder.event(
+            svc, NORMAL, c.EVENT_CREATED_RAYCLUSTER, f"Created RayCluster {ns}/{name}", "Create"
+        )
+        return created
+
+    async def _update_in_place(self, svc: Obj, cluster: Obj) -> Obj:
+        if not rsb.needs_in_place_update(svc, cluster):
+            return cluster
+        want = rsb.updated_cluster(svc, cluster)
+        try:
+            updated = await self.client.update(RAYCLUSTERS, want)
+        except (Conflict, NotFound):
+            return cluster
+        ns, cname = svc["metadata"]["namespace"], cluster["metadata"]["name"]
+        self.recorder.event(
+            svc, NORMAL, c.EVENT_UPDATED_RAYCLUSTER, f"Updated RayCluster {ns}/{cname}", "Update"
+        )
+        return updated
+
+    def _should_prepare_new_cluster(
+        self, svc: Obj, active: Obj | None, pending: Obj | None
+    ) -> bool:
+        if pending is not None:
+            # A pending cluster whose spec is no longer the goal is replaced.
+            return not rsb.matches_goal(svc, pending) and not rsb.only_groups_appended(svc, pending)
+        if pending_name_of(svc):
+            return False  # chosen, not created yet
+        if active is None:
+            return True
+        if rsb.matches_goal(svc, active) or rsb.only_groups_appended(svc, active):
+            return False
+        strategy = ((svc["spec"].get("upgradeStrategy") or {}).get("type")) or ""
+        if strategy in (c.RAYSERVICE_UPGRADE_NEW_CLUSTER, c.RAYSERVICE_UPGRADE_INCREMENTAL):
+            return True
+        if strategy:
+            return False
+        return self.config.zero_downtime
+
+    # ------------------------------------------------------------------ serve
+    def _head_ready(self, cluster: Obj) -> bool:
+        status = cluster.get("status") or {}
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == c.COND_HEAD_POD_READY:
+                return bool(cond.get("status") == "True")
+        return bool(status.get("state") == c.CLUSTER_STATE_READY)
+
+    async def _reconcile_serve(
+        self, svc: Obj, cluster: Obj, *, apply: bool = True
+    ) -> tuple[bool, dict[str, Obj] | None]:
+        """Applies the Serve config when the cluster has not got it yet; returns (all apps
+        RUNNING, app statuses) or (False, None) when the dashboard cannot be asked yet."""
+        if not self._head_ready(cluster):
+            return False, None
+        ns, cname = svc["metadata"]["namespace"], cluster["metadata"]["name"]
+        url = dashboard_base_url(
+            rjb.dashboard_url(cluster, self.config.build),
+            ns,
+            self.config.apiserver if self.config.use_kubernetes_proxy else None,
+        )
+        try:
+            token = await self._auth_token(cluster)
+        except ApiError as exc:
+            log.info(
+                "RayService %s/%s: auth token of %s: %s", ns, svc["metadata"]["name"], cname, exc
+            )
+            return False, None
+        dashboard = self.dashboards(url, auth_token=token)
+        try:
+            details = await dashboard.get_serve_details()
+            applied = (cluster["metadata"].get("annotations") or {}).get(
+                ANNOTATION_SERVE_CONFIG_HASH
+            )
+            want = rsb.serve_config_hash(svc)
+            no_apps = not (details.get("applications") or {})
+            if apply and want and (applied != want or no_apps):
+                config = rsb.serve_config(svc) or {}
+                try:
+                    await dashboard.update_serve_config(config)
+                except DashboardError as exc:
+                    self.recorder.event(
+                        svc,
+                        WARNING,
+                        c.EVENT_FAILED_TO_UPDATE_SERVE_APPLICATIONS,
+                        f"Failed to update serve applications to the RayCluster {ns}/{cname}: "
+                        f"{exc}",
+                        "Update",
+                    )
+                    return False, None
+                self.recorder.event(
+                    svc,
+                    NORMAL,
+                    c.EVENT_UPDATED_SERVE_APPLICATIONS,
+                    f"Updated serve applications to the RayCluster {ns}/{cname}",
+                    "Update",
+                )
+                await self._record_applied(cluster, want)
+                details = await dashboard.get_serve_details()
+        except DashboardError as exc:
+            log.info(
+                "RayService %s/%s: dashboard of %s: %s", ns, svc["metadata"]["name"], cname, exc
+            )
+            return False, None
+        finally:
+            await dashboard.close()
+        apps = rsb.app_statuses(details)
+        return rsb.all_apps_running(apps), apps
+
+    async def _auth_token(self, cluster: Obj) -> str | None:
+        options = (cluster.get("spec") or {}).get("authOptions") or {}
+        if options.get("mode") != c.AUTH_MODE_TOKEN:
+            return None
+        meta = cluster["metadata"]
+        secret_name = options.get("secretName") or names.auth_secret_name(meta["name"])
+        secret = await self.client.get(SECRETS, secret_name, meta["namespace"])
+        data = (secret.get("data") or {}).get(c.AUTH_TOKEN_SECRET_KEY)
+        return base64.b64decode(data).decode() if data else None
+
+    async def _record_applied(self, cluster: Obj, config_hash: str) -> None:
+        meta = cluster["metadata"]
+        patch = {"metadata": {"annotations": {ANNOTATION_SERVE_CONFIG_HASH: config_hash}}}
+        try:
+            updated = await self.client.patch(RAYCLUSTERS, meta["name"], patch, meta["namespace"])
+        except NotFound:
+            return
+        meta.setdefault("annotations", {})[ANNOTATION_SERVE_CONFIG_HASH] = config_hash
+        for inf in self.clusters:
+            inf.apply_own_write(updated, meta.get("resourceVersion") or "")
+
+    async def _update_serve_label(
+        self, svc: Obj, cluster: Obj, apps: dict[str, Obj] | None
+    ) -> None:
+        ns, cname = svc["metadata"]["namespace"], cluster["metadata"]["name"]
+        pod = self._head_pod(ns, cname)
+        if pod is None:
+            return
+        healthy: bool | None = None
+        if not svc["spec"].get("excludeHeadPodFromServeSvc"):
+            ip = (pod.get("status") or {}).get("podIP")
+            probe = self.config.health_probe
+            if probe is not None and ip:
+                healthy = await probe(str(ip), _serve_port(cluster))
+            if healthy is None:  # proxy unreachable: the dashboard's app status decides
+                healthy = apps is not None and rsb.all_apps_running(apps)
+        want = "true" if healthy else "false"
+        labels = pod["metadata"].get("labels") or {}
+        if labels.get(c.LABEL_SERVE) == want:
+            return
+        patch = {"metadata": {"labels": {c.LABEL_SERVE: want}}}
+        try:
+            await self.client.patch(PODS, pod["metadata"]["name"], patch, ns)
+        except NotFound:
+            return
+        except ApiError as exc:
+            self.recorder.event(
+                svc,
+                WARNING,
+                c.EVENT_FAILED_TO_UPDATE_HEAD_POD_SERVE_LABEL,
+                f"Failed to update the serve label to {want} for the head pod "
+                f"{ns}/{pod['metadata']['name']}: {exc}",
+                "Update",
+            )
+            return
+        self.recorder.event(
+            svc,
+            NORMAL,
+            c.EVENT_UPDATED_HEAD_POD_SERVE_LABEL,
+            f"Updated the serve label to {want} for the head pod {ns}/{pod['metadata']['name']}",
+            "Update",
+        )
+
+    # ------------------------------------------------------------------ services
+    async def _reconcile_services(self, svc: Obj, target: Obj) -> str | None:
+        """Creates or re-points the head and serve Services at ``target``; returns the cluster
+        both now point at (None when either could not be made to)."""
+        ns = svc["metadata"]["namespace"]
+        try:
+            wanted = [
+                rsb.build_head_service_for(svc, target, self.config.build),
+                rsb.build_serve_service_for(svc, target, self.config.build),
+            ]
+        except BuildError as exc:
+            self.recorder.event(svc, WARNING, c.EVENT_FAILED_TO_CREATE_SERVICE, str(exc), "Create")
+            return None
+        target_name = str(target["metadata"]["name"])
+        for want in wanted:
+            sname = want["metadata"]["name"]
+            have = self._cached(self.services, ns, sname)
+            if have is None:
+                try:
+                    have = await self.client.create(SERVICES, want, ns)
+                except AlreadyExists:
+                    have = await self.client.get(SERVICES, sname, ns)
+                else:
+                    self.recorder.event(
+                        svc,
+                        NORMAL,
+                        c.EVENT_CREATED_SERVICE,
+                        f"Created service {ns}/{sname}",
+                        "Create",
+                    )
+                    continue
+            selector = (have.get("spec") or {}).get("selector") or {}
+            if selector.get(c.LABEL_CLUSTER) == target_name:
+                continue
+            patch = {
+                "metadata": {"resourceVersion": have["metadata"]["resourceVersion"]},
+                "spec": {"selector": want["spec"]["selector"]},
+            }
+            try:
+                await self.client.patch(SERVICES, sname, patch, ns)
+            except (Conflict, NotFound):
+                return None
+            self.recorder.event(
+                svc, NORMAL, c.EVENT_UPDATED_SERVICE, f"Updated service {ns}/{sname}", "Update"
+            )
+        return target_name
+
+    def _num_serve_endpoints(self, svc: Obj) -> int:
+        ns = svc["metadata"]["namespace"]
+        sname = rsb.serve_service_name(svc)
+        slices = []
+        for inf in self.slices:
+            slices.extend(inf.store.by_index("service", f"{ns}/{sname}"))
+        return rsb.count_ready_endpoints(slices)
+
+    # ------------------------------------------------------------------ status
+    @staticmethod
+    def _side_status(old: Obj | None, cluster: Obj, apps: dict[str, Obj] | None) -> Obj:
+        out = copy.deepcopy(old or {})
+        out["rayClusterName"] = cluster["metadata"]["name"]
+        if apps is not None:
+            out["applicationStatuses"] = apps
+        cluster_status = cluster.get("status")
+        if cluster_status:
+            out["rayClusterStatus"] = copy.deepcopy(cluster_status)
+        return out
+
+    def _set_condition(
+        self, svc: Obj, ctype: str, status: str, reason: str, message: str = ""
+    ) -> None:
+        conditions: list[Obj] = svc["status"].setdefault("conditions", []) or []
+        svc["status"]["conditions"] = conditions
+        generation = svc["metadata"].get("generation")
+        for cond in conditions:
+            if cond.get("type") == ctype:
+                if cond.get("status") != status:
+                    cond["lastTransitionTime"] = rfc3339(self.now())
+                cond.update(status=status, reason=reason, message=message)
+                cond["observedGeneration"] = generation
+                return
+        conditions.append(
+            {
+                "type": ctype,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": rfc3339(self.now()),
+                "observedGeneration": generation,
+            }
+        )
+
+    def _condition(self, svc: Obj, ctype: str) -> Obj | None:
+        for cond in svc["status"].get("conditions") or []:
+            if cond.get("type") == ctype:
+                return dict(cond)
+        return None
+
+    def _init_conditions(self, svc: Obj) -> None:
+        if (
+            self._condition(svc, c.COND_READY) is None
+            or (self._condition(svc, c.COND_READY) or {}).get("reason")
+            == c.REASON_VALIDATION_FAILED
+        ):
+            self._set_condition(svc, c.COND_READY, "False", c.REASON_INITIALIZING)
+        if self._condition(svc, c.COND_UPGRADE_IN_PROGRESS) is None:
+            self._set_condition(svc, c.COND_UPGRADE_IN_PROGRESS, "False", c.REASON_INITIALIZING)
+
+    def _waiting_for(self, svc: Obj, pending: Obj | None, apps: dict[str, Obj] | None) -> str:
+        """Beyond upstream: what the pending cluster is waiting for, in plain words."""
+        name = pending_name_of(svc)
+        if not name:
+            return ""
+        if pending is None:
+            return f"creating RayCluster {name}"
+        if not self._head_ready(pending):
+            return f"waiting for the head pod of RayCluster {name} to be ready"
+        if apps is None:
+            return f"waiting for the dashboard of RayCluster {name} to answer"
+        not_running = sorted(
+            f"{app}={info.get('status')}"
+            for app, info in apps.items()
+            if info.get("status") != c.APP_RUNNING
+        )
+        if not apps:
+            return f"waiting for Serve applications on RayCluster {name}"
+        if not_running:
+            return (
+                f"waiting for Serve applications on RayCluster {name} to be RUNNING: "
+                + ", ".join(not_running)
+            )
+        return f"switching traffic to RayCluster {name}"
+
+    def _set_status_conditions(
+        self, svc: Obj, has_active: bool, has_pending: bool, *, waiting: str = ""
+    ) -> None:
+        status = svc["status"]
+        endpoints = int(status.get("numServeEndpoints") or 0)
+        ready = self._condition(svc, c.COND_READY) or {}
+        if has_active and endpoints > 0:
+            self._set_condition(
+                svc,
+                c.COND_READY,
+                "True",
+                c.REASON_NON_ZERO_SERVE_ENDPOINTS,
+                "Number of serve endpoints is greater than 0",
+            )
+        elif ready.get("reason") != c.REASON_INITIALIZING:
+            self._set_condition(
+                svc,
+                c.COND_READY,
+                "False",
+                c.REASON_ZERO_SERVE_ENDPOINTS,
+                "Number of serve endpoints dropped to 0",
+            )
+        if has_active and has_pending:
+            self._set_condition(
+                svc,
+                c.COND_UPGRADE_IN_PROGRESS,
+                "True",
+                c.REASON_BOTH_ACTIVE_PENDING_CLUSTERS_EXIST,
+                _with_detail("Both active and pending Ray clusters exist", waiting),
+            )
+        elif has_active:
+            self._set_condition(
+                svc,
+                c.COND_UPGRADE_IN_PROGRESS,
+                "False",
+                c.REASON_NO_PENDING_CLUSTER,
+                "No pending Ray cluster found",
+            )
+        elif has_pending:
+            self._set_condition(
+                svc,
+                c.COND_UPGRADE_IN_PROGRESS,
+                "Unknown",
+                c.REASON_NO_ACTIVE_CLUSTER,
+                _with_detail(
+                    "No active Ray cluster exists, and the RayService is preparing a new one",
+                    waiting,
+                ),
+            )
+        ready_now = (self._condition(svc, c.COND_READY) or {}).get("status") == "True"
+        status["serviceStatus"] = c.RAYSERVICE_STATUS_RUNNING if ready_now else ""
+
+    async def _write_status(self, svc: Obj, old: Obj) -> bool:
+        status = svc["status"]
+        meta = svc["metadata"]
+        status["observedGeneration"] = meta.get("generation")
+        for cond in status.get("conditions") or []:
+            cond["observedGeneration"] = meta.get("generation")
+        if _comparable(status) == _comparable(old):
+            return False
+        status["lastUpdateTime"] = rfc3339(self.now())
+        body = {
+            "apiVersion": c.API_VERSION,
+            "kind": c.KIND_RAYSERVICE,
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta.get("namespace"),
+                "resourceVersion": meta["resourceVersion"],
+            },
+            "spec": svc["spec"],
+            "status": status,
+        }
+        try:
+            written = await self.client.update_status(RAYSERVICES, body)
+        except (Conflict, NotFound):
+            return False
+        for inf in self.rayservices:
+            inf.apply_own_write(written, meta["resourceVersion"])
+        return True
+
+
+def _with_detail(message: str, detail: str) -> str:
+    return f"{message}; {detail}" if detail else message
+
+
+def pending_name_of(svc: Obj) -> str:
+    return str((svc["status"].get("pendingServiceStatus") or {}).get("rayClusterName") or "")
+
+
+def _serve_port(cluster: Obj) -> int:
+    head = ((cluster.get("spec") or {}).get("headGroupSpec") or {}).get("template") or {}
+    containers = (head.get("spec") or {}).get("containers") or []
+    for port in (containers[0].get("ports") or []) if containers else []:
+        if port.get("name") == c.SERVE_PORT_NAME and port.get("containerPort"):
+            return int(port["containerPort"])
+    return c.SERVE_PORT
+
+
+def _comparable(status: Obj) -> Obj:
+    """The status without what alone never warrants a write (upstream: the clusters' own
+    statuses and the update time)."""
+    out = copy.deepcopy(status)
+    out.pop("lastUpdateTime", None)
+    for side in ("activeServiceStatus", "pendingServiceStatus"):
+        if isinstance(out.get(side), dict):
+            out[side].pop("rayClusterStatus", None)
+    for cond in out.get("conditions") or []:
+        cond.pop("lastTransitionTime", None)
+    return out
+
+
+def register(
+    mgr: Manager,
+    config: RayServiceConfig,
+    namespaces: list[str] | None,
+    dashboard_factory: DashboardFactory,
+) -> RayServiceReconciler:
+    return RayServiceReconciler(mgr, config, dashboard_factory, namespaces=namespaces)

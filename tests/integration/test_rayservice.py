@@ -1,0 +1,522 @@
+"""RayService controller on the real plane (KWOK) with the in-process fake Ray dashboard.
+
+The operator runs in the test's event loop (a Manager with the RayCluster and RayService
+controllers, watching only the test's namespace) so the fake dashboard can be injected; its
+Serve applications turn RUNNING by themselves shortly after each config PUT. KWOK pods run no
+serve proxy, so the head pod's ``ray.io/serve`` label follows the dashboard's app statuses
+(the proxy probe is disabled here). The fake dashboards outlive an operator, as Ray clusters
+do, so a restart test sees the same Serve state a real restart would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from kuberay.controllers.raycluster import RayClusterConfig
+from kuberay.controllers.raycluster import register as register_raycluster
+from kuberay.controllers.rayservice import (
+    ANNOTATION_DELETION_AT,
+    ANNOTATION_SERVE_CONFIG_HASH,
+    RAYSERVICES,
+    RayServiceConfig,
+)
+from kuberay.controllers.rayservice import register as register_rayservice
+from kuberay.devenv.plane import Plane
+from kuberay.devenv.testing import condition, wait_for, wait_gone, wait_until
+from kuberay.ray.fake import FakeDashboard, FakeDashboardRegistry
+from kuberay.runtime.client import PODS, SERVICES, KubeClient, Resource, load_kubeconfig
+from kuberay.runtime.errors import ApiError, NotFound
+from kuberay.runtime.manager import Manager, ManagerOptions
+
+RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
+
+SERVE_CONFIG = """\
+applications:
+  - name: fruit
+    import_path: fruit.deployment_graph
+    route_prefix: /fruit
+    deployments:
+      - name: MangoStand
+        num_replicas: 1
+  - name: math
+    import_path: conditional_dag.serve_dag
+    route_prefix: /calc
+"""
+
+
+def cluster_spec(image: str = "rayproject/ray:2.52.0", workers: int = 1) -> dict[str, Any]:
+    ports = [
+        {"name": "gcs-server", "containerPort": 6379},
+        {"name": "dashboard", "containerPort": 8265},
+        {"name": "client", "containerPort": 10001},
+        {"name": "serve", "containerPort": 8000},
+    ]
+    container = {
+        "name": "ray-head",
+        "image": image,
+        "ports": ports,
+        "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+    }
+    worker = {
+        "name": "ray-worker",
+        "image": image,
+        "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+    }
+    return {
+        "rayVersion": "2.52.0",
+        "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container]}}},
+        "workerGroupSpecs": [
+            {
+                "groupName": "workers",
+                "replicas": workers,
+                "minReplicas": 0,
+                "maxReplicas": 10,
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [worker]}},
+            }
+        ],
+    }
+
+
+def rayservice(name: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "serveConfigV2": SERVE_CONFIG,
+        "rayClusterConfig": cluster_spec(),
+        "rayClusterDeletionDelaySeconds": 2,
+    }
+    body.update(spec)
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+class Operator:
+    """An in-process operator (RayCluster + RayService controllers) for one namespace that can
+    be stopped and started again; the fake dashboards outlive it."""
+
+    def __init__(self, plane: Plane, namespace: str) -> None:
+        self.plane = plane
+        self.namespace = namespace
+        self.registry = FakeDashboardRegistry(serve_settle_seconds=1.0)
+        self.client: KubeClient | None = None
+        self.stop_event = asyncio.Event()
+        self.task: asyncio.Task[int] | None = None
+
+    def dashboard(self, cluster: str) -> FakeDashboard:
+        return self.registry.get(
+            f"http://{cluster}-head-svc.{self.namespace}.svc.cluster.local:8265"
+        )
+
+    async def start(self) -> None:
+        config = load_kubeconfig(self.plane.kubeconfig)
+        config.qps = 0
+        self.client = KubeClient(config, user_agent="kuberay-rayservice-test")
+        mgr = Manager(
+            self.client,
+            ManagerOptions(metrics_addr=None, probe_addr=None, leader_election=False),
+        )
+        register_raycluster(mgr, RayClusterConfig(), [self.namespace])
+        rs = RayServiceConfig(requeue_seconds=0.5, health_probe=None)
+        register_rayservice(mgr, rs, [self.namespace], self.registry)
+        self.stop_event = asyncio.Event()
+        self.task = asyncio.create_task(mgr.run(self.stop_event))
+        waiter = asyncio.create_task(mgr.leading.wait())
+        done, _ = await asyncio.wait({waiter, self.task}, timeout=30, return_when="FIRST_COMPLETED")
+        if waiter not in done:
+            waiter.cancel()
+            raise AssertionError("operator did not start")
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.stop_event.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(self.task, 30)
+            self.task = None
+        if self.client is not None:
+            await self.client.close()
+            self.client = None
+
+
+@pytest.fixture(scope="module")
+async def crds(kube: KubeClient) -> None:
+    from operator_fixture import install_crds
+
+    await install_crds(kube)
+
+
+@pytest.fixture
+async def operator(
+    plane: Plane, kube: KubeClient, namespace: str, crds: None
+) -> AsyncIterator[Operator]:
+    op = Operator(plane, namespace)
+    await op.start()
+    yield op
+    await op.stop()
+    for item in (await kube.list(RAYSERVICES, namespace))["items"]:
+        with contextlib.suppress(ApiError):
+            await kube.patch(
+                RAYSERVICES, item["metadata"]["name"], {"metadata": {"finalizers": []}}, namespace
+            )
+
+
+def active_name(obj: dict[str, Any]) -> str:
+    return str(
+        ((obj.get("status") or {}).get("activeServiceStatus") or {}).get("rayClusterName") or ""
+    )
+
+
+def pending_name(obj: dict[str, Any]) -> str:
+    return str(
+        ((obj.get("status") or {}).get("pendingServiceStatus") or {}).get("rayClusterName") or ""
+    )
+
+
+def is_ready(obj: dict[str, Any]) -> bool:
+    ready = condition(obj, "Ready")
+    return ready is not None and ready["status"] == "True"
+
+
+async def wait_service(
+    kube: KubeClient, ns: str, name: str, predicate: Any, what: str, timeout: float = 60
+) -> dict[str, Any]:
+    return await wait_for(kube, RAYSERVICES, name, ns, predicate, timeout=timeout, what=what)
+
+
+async def cluster_names(kube: KubeClient, ns: str) -> set[str]:
+    items = (await kube.list(RAYCLUSTERS, ns))["items"]
+    return {i["metadata"]["name"] for i in items if not i["metadata"].get("deletionTimestamp")}
+
+
+async def selector_of(kube: KubeClient, ns: str, name: str) -> str:
+    svc = await kube.get(SERVICES, name, ns)
+    return str(svc["spec"]["selector"].get("ray.io/cluster"))
+
+
+async def deploy(kube: KubeClient, ns: str, name: str) -> dict[str, Any]:
+    await kube.create(RAYSERVICES, rayservice(name), ns)
+    return await wait_service(
+        kube,
+        ns,
+        name,
+        lambda o: is_ready(o) and not pending_name(o) and bool(active_name(o)),
+        "Ready with an active cluster",
+    )
+
+
+# --------------------------------------------------------------------------- tests
+
+
+async def test_initial_deploy_reaches_ready(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    obj = await deploy(kube, namespace, "svc")
+    status = obj["status"]
+    active = active_name(obj)
+    assert active.startswith("svc-")
+    assert len(active) == len("svc-") + 5
+    assert obj["metadata"]["finalizers"] == ["ray.io/rayservice-finalizer"]
+    assert status["serviceStatus"] == "Running"
+    assert status["numServeEndpoints"] >= 1
+    assert condition(obj, "Ready")["reason"] == "NonZeroServeEndpoints"  # type: ignore[index]
+    upgrade = condition(obj, "UpgradeInProgress")
+    assert upgrade is not None
+    assert upgrade["status"] == "False"
+    assert upgrade["reason"] == "NoPendingCluster"
+    apps = status["activeServiceStatus"]["applicationStatuses"]
+    assert set(apps) == {"fruit", "math"}
+    assert all(a["status"] == "RUNNING" for a in apps.values())
+    assert apps["fruit"]["serveDeploymentStatuses"]["MangoStand"]["status"] == "HEALTHY"
+    # The cluster: labels, annotations, owner.
+    cluster = await kube.get(RAYCLUSTERS, active, namespace)
+    meta = cluster["metadata"]
+    assert meta["labels"]["ray.io/originated-from-cr-name"] == "svc"
+    assert meta["labels"]["ray.io/originated-from-crd"] == "RayService"
+    assert meta["annotations"]["ray.io/kuberay-version"]
+    assert meta["annotations"]["ray.io/num-worker-groups"] == "1"
+    assert meta["annotations"]["ray.io/hash-without-replicas-and-workers-to-delete"]
+    assert meta["annotations"][ANNOTATION_SERVE_CONFIG_HASH]
+    assert meta["ownerReferences"][0]["kind"] == "RayService"
+    assert meta["ownerReferences"][0]["controller"] is True
+    # Services point at the active cluster; the serve Service selects serving pods only.
+    assert await selector_of(kube, namespace, "svc-head-svc") == active
+    serve = await kube.get(SERVICES, "svc-serve-svc", namespace)
+    assert serve["spec"]["selector"] == {"ray.io/cluster": active, "ray.io/serve": "true"}
+    # The Serve config went to the dashboard once, as JSON.
+    fake = operator.dashboard(active)
+    assert fake.serve_updates == 1
+    assert [a["name"] for a in (fake.serve_config or {})["applications"]] == ["fruit", "math"]
+    # Head pod labelled serving from the apps' status.
+    heads = await kube.list(
+        PODS, namespace, label_selector=f"ray.io/cluster={active},ray.io/node-type=head"
+    )
+    assert heads["items"][0]["metadata"]["labels"]["ray.io/serve"] == "true"
+
+
+async def test_serve_config_change_applied_in_place(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    obj = await deploy(kube, namespace, "inplace")
+    active = active_name(obj)
+    fake = operator.dashboard(active)
+    new_config = SERVE_CONFIG.replace("num_replicas: 1", "num_replicas: 3")
+    await kube.patch(RAYSERVICES, "inplace", {"spec": {"serveConfigV2": new_config}}, namespace)
+
+    async def reapplied() -> bool:
+        return fake.serve_updates == 2
+
+    await wait_until(reapplied, what="the new serve config PUT", timeout=30)
+    deployments = (fake.serve_config or {})["applications"][0]["deployments"]
+    assert deployments[0]["num_replicas"] == 3
+    obj = await wait_service(
+        kube,
+        namespace,
+        "inplace",
+        lambda o: (
+            is_ready(o)
+            and all(
+                a["status"] == "RUNNING"
+                for a in o["status"]["activeServiceStatus"]["applicationStatuses"].values()
+            )
+        ),
+        "apps RUNNING again",
+    )
+    assert active_name(obj) == active
+    assert not pending_name(obj)
+    assert await cluster_names(kube, namespace) == {active}
+    await asyncio.sleep(1.5)
+    assert fake.serve_updates == 2, "the same config is never PUT twice"
+
+
+async def test_replica_change_updates_the_cluster_in_place(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    obj = await deploy(kube, namespace, "scale")
+    active = active_name(obj)
+    spec = copy.deepcopy(obj["spec"]["rayClusterConfig"])
+    spec["workerGroupSpecs"][0]["replicas"] = 2
+    await kube.patch(RAYSERVICES, "scale", {"spec": {"rayClusterConfig": spec}}, namespace)
+    await wait_for(
+        kube,
+        RAYCLUSTERS,
+        active,
+        namespace,
+        lambda o: o["spec"]["workerGroupSpecs"][0]["replicas"] == 2,
+        what="replicas updated in place",
+    )
+    await asyncio.sleep(1.5)
+    obj = await kube.get(RAYSERVICES, "scale", namespace)
+    assert active_name(obj) == active
+    assert not pending_name(obj)
+    assert await cluster_names(kube, namespace) == {active}
+    assert operator.dashboard(active).serve_updates == 1
+
+
+async def test_cluster_spec_change_runs_blue_green_upgrade(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    obj = await deploy(kube, namespace, "bg")
+    old = active_name(obj)
+    spec = copy.deepcopy(obj["spec"]["rayClusterConfig"])
+    spec["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] = "rayproject/ray:2.53.0"
+    await kube.patch(RAYSERVICES, "bg", {"spec": {"rayClusterConfig": spec}}, namespace)
+    obj = await wait_service(kube, namespace, "bg", lambda o: bool(pending_name(o)), "pending")
+    new = pending_name(obj)
+    assert new != old
+    upgrade = condition(obj, "UpgradeInProgress")
+    assert upgrade is not None
+    assert upgrade["status"] == "True"
+    assert upgrade["reason"] == "BothActivePendingClustersExist"
+    assert new in upgrade["message"], "the message says what the upgrade waits for"
+    # Traffic stays on the old cluster until every app on the new one is RUNNING.
+    assert await selector_of(kube, namespace, "bg-head-svc") == old
+    obj = await wait_service(kube, namespace, "bg", lambda o: active_name(o) == new, "promotion")
+    assert not pending_name(obj)
+    assert await selector_of(kube, namespace, "bg-head-svc") == new
+    assert await selector_of(kube, namespace, "bg-serve-svc") == new
+    assert operator.dashboard(new).serve_updates == 1
+    # The old cluster is marked for deletion, then deleted after the (2 s) delay.
+    marked = await wait_for(
+        kube,
+        RAYCLUSTERS,
+        old,
+        namespace,
+        lambda o: ANNOTATION_DELETION_AT in (o["metadata"].get("annotations") or {}),
+        what="deletion scheduled",
+    )
+    assert marked["metadata"]["annotations"][ANNOTATION_DELETION_AT]
+    await wait_gone(kube, RAYCLUSTERS, old, namespace, timeout=30)
+    obj = await wait_service(kube, namespace, "bg", is_ready, "Ready after the upgrade")
+    assert await cluster_names(kube, namespace) == {new}
+    assert condition(obj, "UpgradeInProgress")["reason"] == "NoPendingCluster"  # type: ignore[index]
+
+
+async def test_restart_mid_upgrade_completes_without_a_third_cluster(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    obj = await deploy(kube, namespace, "rs")
+    old = active_name(obj)
+    spec = copy.deepcopy(obj["spec"]["rayClusterConfig"])
+    spec["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] = "rayproject/ray:2.53.0"
+    await kube.patch(RAYSERVICES, "rs", {"spec": {"rayClusterConfig": spec}}, namespace)
+    obj = await wait_service(kube, namespace, "rs", lambda o: bool(pending_name(o)), "pending")
+    new = pending_name(obj)
+    await wait_for(kube, RAYCLUSTERS, new, namespace, lambda _: True, what="pending created")
+    await operator.stop()
+    await operator.start()
+    obj = await wait_service(kube, namespace, "rs", lambda o: active_name(o) == new, "promotion")
+    await wait_gone(kube, RAYCLUSTERS, old, namespace, timeout=30)
+    assert await cluster_names(kube, namespace) == {new}
+    # The pending cluster got its Serve config exactly once, across the two lives.
+    assert operator.dashboard(new).serve_updates == 1
+    assert operator.dashboard(old).serve_updates == 1
+
+
+async def test_restart_keeps_scheduled_deletion_time(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    body = rayservice("keep", rayClusterDeletionDelaySeconds=600)
+    await kube.create(RAYSERVICES, body, namespace)
+    obj = await wait_service(
+        kube, namespace, "keep", lambda o: is_ready(o) and bool(active_name(o)), "Ready"
+    )
+    old = active_name(obj)
+    spec = copy.deepcopy(obj["spec"]["rayClusterConfig"])
+    spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"] = "ray:other"
+    await kube.patch(RAYSERVICES, "keep", {"spec": {"rayClusterConfig": spec}}, namespace)
+    marked = await wait_for(
+        kube,
+        RAYCLUSTERS,
+        old,
+        namespace,
+        lambda o: ANNOTATION_DELETION_AT in (o["metadata"].get("annotations") or {}),
+        what="deletion scheduled",
+        timeout=60,
+    )
+    due = marked["metadata"]["annotations"][ANNOTATION_DELETION_AT]
+    await operator.stop()
+    await operator.start()
+    await asyncio.sleep(2)
+    cluster = await kube.get(RAYCLUSTERS, old, namespace)
+    assert cluster["metadata"]["annotations"][ANNOTATION_DELETION_AT] == due
+    assert not cluster["metadata"].get("deletionTimestamp")
+
+
+async def test_delete_removes_clusters_then_finalizer(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    obj = await deploy(kube, namespace, "gone")
+    active = active_name(obj)
+    await kube.delete(RAYSERVICES, "gone", namespace)
+    await wait_gone(kube, RAYSERVICES, "gone", namespace, timeout=30)
+    with contextlib.suppress(NotFound):
+        cluster = await kube.get(RAYCLUSTERS, active, namespace)
+        assert cluster["metadata"].get("deletionTimestamp")
+
+
+async def test_initializing_timeout_is_terminal(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    body = rayservice("slow")
+    body["metadata"]["annotations"] = {"ray.io/initializing-timeout": "1s"}
+    await kube.create(RAYSERVICES, body, namespace)
+    obj = await wait_service(
+        kube,
+        namespace,
+        "slow",
+        lambda o: (condition(o, "Ready") or {}).get("reason") == "InitializingTimeout",
+        "InitializingTimeout",
+    )
+    assert condition(obj, "Ready")["status"] == "False"  # type: ignore[index]
+    assert not active_name(obj)
+    assert not pending_name(obj)
+
+    async def no_clusters() -> bool:
+        return not await cluster_names(kube, namespace)
+
+    await wait_until(no_clusters, what="clusters deleted", timeout=30)
+    await asyncio.sleep(1.5)
+    assert not await cluster_names(kube, namespace), "no new cluster after the timeout"
+    obj = await kube.get(RAYSERVICES, "slow", namespace)
+    assert condition(obj, "Ready")["reason"] == "InitializingTimeout"  # type: ignore[index]
+
+
+async def test_suspend_deletes_everything_and_resume_redeploys(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    obj = await deploy(kube, namespace, "sus")
+    first = active_name(obj)
+    await kube.patch(RAYSERVICES, "sus", {"spec": {"suspend": True}}, namespace)
+    obj = await wait_service(
+        kube,
+        namespace,
+        "sus",
+        lambda o: (condition(o, "Suspended") or {}).get("status") == "True",
+        "Suspended",
+    )
+    assert condition(obj, "Suspended")["reason"] == "SuspendComplete"  # type: ignore[index]
+    assert condition(obj, "Suspending")["status"] == "False"  # type: ignore[index]
+    assert condition(obj, "Ready")["reason"] == "SuspendComplete"  # type: ignore[index]
+    assert not active_name(obj)
+    assert obj["status"]["numServeEndpoints"] == 0
+    assert obj["status"].get("serviceStatus", "") == ""
+    assert not await cluster_names(kube, namespace)
+    services = await kube.list(
+        SERVICES, namespace, label_selector="ray.io/originated-from-cr-name=sus"
+    )
+    assert not [s for s in services["items"] if not s["metadata"].get("deletionTimestamp")]
+    await kube.patch(RAYSERVICES, "sus", {"spec": {"suspend": False}}, namespace)
+    obj = await wait_service(
+        kube,
+        namespace,
+        "sus",
+        lambda o: is_ready(o) and bool(active_name(o)) and not pending_name(o),
+        "Ready after resume",
+    )
+    assert active_name(obj) != first
+    resumed = condition(obj, "Suspended")
+    assert resumed is not None
+    assert (resumed["status"], resumed["reason"]) == ("False", "RayServiceResumed")
+    assert await selector_of(kube, namespace, "sus-head-svc") == active_name(obj)
+
+
+async def test_spec_change_mid_upgrade_replaces_the_pending_cluster(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    obj = await deploy(kube, namespace, "twice")
+    first = active_name(obj)
+    spec = copy.deepcopy(obj["spec"]["rayClusterConfig"])
+    head = spec["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head["image"] = "rayproject/ray:2.53.0"
+    await kube.patch(RAYSERVICES, "twice", {"spec": {"rayClusterConfig": spec}}, namespace)
+    obj = await wait_service(kube, namespace, "twice", lambda o: bool(pending_name(o)), "pending")
+    second = pending_name(obj)
+    operator.dashboard(second).serve_settle_seconds = None  # its apps never get RUNNING
+    obj = await wait_service(
+        kube,
+        namespace,
+        "twice",
+        lambda o: "DEPLOYING" in (condition(o, "UpgradeInProgress") or {}).get("message", ""),
+        "the pending cluster's apps deploying",
+    )
+    assert await selector_of(kube, namespace, "twice-head-svc") == first
+    head["image"] = "rayproject/ray:2.54.0"
+    await kube.patch(RAYSERVICES, "twice", {"spec": {"rayClusterConfig": spec}}, namespace)
+    obj = await wait_service(
+        kube, namespace, "twice", lambda o: pending_name(o) not in ("", second), "new pending"
+    )
+    third = pending_name(obj)
+    obj = await wait_service(
+        kube, namespace, "twice", lambda o: active_name(o) == third, "promotion of the third"
+    )
+    await wait_gone(kube, RAYCLUSTERS, second, namespace, timeout=30)
+    await wait_gone(kube, RAYCLUSTERS, first, namespace, timeout=30)
+    assert await cluster_names(kube, namespace) == {third}

@@ -1,0 +1,172 @@
+"""RayService controller logic that needs no API server: the serve proxy probe, the
+conditions, "should a new cluster be prepared", and what counts as a status change."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from kuberay.builders import rayservice as rsb
+from kuberay.controllers.rayservice import (
+    RayServiceConfig,
+    RayServiceReconciler,
+    _comparable,
+    proxy_healthz,
+)
+
+SERVE = "applications:\n  - name: app\n    import_path: mod:app\n"
+NOW = 1_700_000_000.0
+
+
+def rayservice(**spec: Any) -> dict[str, Any]:
+    cluster = {
+        "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "image": "a"}]}}},
+        "workerGroupSpecs": [],
+    }
+    body: dict[str, Any] = {"serveConfigV2": SERVE, "rayClusterConfig": cluster}
+    body.update(spec)
+    return {
+        "metadata": {"name": "svc", "namespace": "ns", "generation": 3},
+        "spec": body,
+        "status": {},
+    }
+
+
+def reconciler(**config: Any) -> RayServiceReconciler:
+    # Only the pure parts are exercised: no Manager, informers or client are needed.
+    rec = RayServiceReconciler.__new__(RayServiceReconciler)
+    rec.config = RayServiceConfig(**{"clock": lambda: NOW, **config})
+    return rec
+
+
+async def _serve_once(answer: bytes) -> tuple[asyncio.Server, int]:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, int(port)
+
+
+async def test_proxy_probe_healthy_unhealthy_unreachable() -> None:
+    server, port = await _serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nsuccess")
+    async with server:
+        assert await proxy_healthz("127.0.0.1", port) is True
+    server, port = await _serve_once(b"HTTP/1.1 503 Service Unavailable\r\n\r\n")
+    async with server:
+        assert await proxy_healthz("127.0.0.1", port) is False
+    assert await proxy_healthz("127.0.0.1", port, timeout=0.5) is None
+
+
+def test_conditions_follow_clusters_and_endpoints() -> None:
+    rec = reconciler()
+    svc = rayservice()
+    rec._init_conditions(svc)
+    rec._set_status_conditions(svc, has_active=False, has_pending=True)
+    ready = rec._condition(svc, "Ready")
+    upgrade = rec._condition(svc, "UpgradeInProgress")
+    assert ready is not None
+    assert upgrade is not None
+    assert (ready["status"], ready["reason"]) == ("False", "Initializing")
+    assert (upgrade["status"], upgrade["reason"]) == ("Unknown", "NoActiveCluster")
+    assert ready["observedGeneration"] == 3
+    svc["status"]["numServeEndpoints"] = 2
+    rec._set_status_conditions(svc, has_active=True, has_pending=False)
+    ready = rec._condition(svc, "Ready")
+    assert ready is not None
+    assert (ready["status"], ready["reason"]) == ("True", "NonZeroServeEndpoints")
+    assert svc["status"]["serviceStatus"] == "Running"
+    rec._set_status_conditions(svc, has_active=True, has_pending=True)
+    upgrade = rec._condition(svc, "UpgradeInProgress")
+    assert upgrade is not None
+    assert (upgrade["status"], upgrade["reason"]) == ("True", "BothActivePendingClustersExist")
+    svc["status"]["numServeEndpoints"] = 0
+    rec._set_status_conditions(svc, has_active=True, has_pending=False)
+    ready = rec._condition(svc, "Ready")
+    assert ready is not None
+    assert (ready["status"], ready["reason"]) == ("False", "ZeroServeEndpoints")
+    assert svc["status"]["serviceStatus"] == ""
+
+
+def test_should_prepare_new_cluster() -> None:
+    rec = reconciler()
+    svc = rayservice()
+    assert rec._should_prepare_new_cluster(svc, None, None), "first cluster"
+    active = rsb.build_cluster(svc, "svc-aaaaa")
+    assert not rec._should_prepare_new_cluster(svc, active, None), "nothing changed"
+    changed = copy.deepcopy(svc)
+    changed["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0][
+        "image"
+    ] = "b"
+    assert rec._should_prepare_new_cluster(changed, active, None), "NewCluster by default"
+    none = copy.deepcopy(changed)
+    none["spec"]["upgradeStrategy"] = {"type": "None"}
+    assert not rec._should_prepare_new_cluster(none, active, None)
+    assert not reconciler(zero_downtime=False)._should_prepare_new_cluster(changed, active, None)
+    explicit = copy.deepcopy(changed)
+    explicit["spec"]["upgradeStrategy"] = {"type": "NewCluster"}
+    assert reconciler(zero_downtime=False)._should_prepare_new_cluster(explicit, active, None)
+    # A pending cluster for the goal is kept; one for an older goal is replaced.
+    pending = rsb.build_cluster(changed, "svc-bbbbb")
+    assert not rec._should_prepare_new_cluster(changed, active, pending)
+    assert rec._should_prepare_new_cluster(svc, active, pending)
+    # A chosen but not yet created pending cluster is never replaced by another name.
+    changed["status"]["pendingServiceStatus"] = {"rayClusterName": "svc-ccccc"}
+    assert not rec._should_prepare_new_cluster(changed, active, None)
+
+
+def test_initializing_timeout() -> None:
+    rec = reconciler()
+    svc = rayservice()
+    svc["metadata"]["annotations"] = {"ray.io/initializing-timeout": "30"}
+    rec._init_conditions(svc)
+    assert not rec._initializing_timed_out(svc)
+    ready = rec._condition(svc, "Ready")
+    assert ready is not None
+    later = reconciler(clock=lambda: NOW + 31)
+    later.recorder = _Recorder()  # type: ignore[assignment]
+    assert later._initializing_timed_out(svc)
+    ready = later._condition(svc, "Ready")
+    assert ready is not None
+    assert ready["reason"] == "InitializingTimeout"
+    assert later._initializing_timed_out(svc), "terminal"
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def event(self, obj: Any, etype: str, reason: str, message: str, action: str) -> None:
+        self.events.append((etype, reason))
+
+
+def test_status_changes_that_warrant_a_write() -> None:
+    base: dict[str, Any] = {
+        "activeServiceStatus": {"rayClusterName": "a", "rayClusterStatus": {"state": "ready"}},
+        "lastUpdateTime": "t1",
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "t1"}],
+    }
+    other = copy.deepcopy(base)
+    other["activeServiceStatus"]["rayClusterStatus"] = {"state": "suspended"}
+    other["lastUpdateTime"] = "t2"
+    assert _comparable(base) == _comparable(other)
+    other["activeServiceStatus"]["rayClusterName"] = "b"
+    assert _comparable(base) != _comparable(other)
+
+
+def test_waiting_for_says_why_an_upgrade_waits() -> None:
+    rec = reconciler()
+    svc = rayservice()
+    assert rec._waiting_for(svc, None, None) == ""
+    svc["status"]["pendingServiceStatus"] = {"rayClusterName": "svc-bbbbb"}
+    assert rec._waiting_for(svc, None, None) == "creating RayCluster svc-bbbbb"
+    pending = rsb.build_cluster(svc, "svc-bbbbb")
+    assert "head pod" in rec._waiting_for(svc, pending, None)
+    pending["status"] = {"conditions": [{"type": "HeadPodReady", "status": "True"}]}
+    assert "dashboard" in rec._waiting_for(svc, pending, None)
+    apps = {"a": {"status": "RUNNING"}, "b": {"status": "DEPLOYING"}}
+    assert rec._waiting_for(svc, pending, apps).endswith("to be RUNNING: b=DEPLOYING")
