@@ -22,7 +22,6 @@ import copy
 import datetime as dt
 import logging
 import os
-import random
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +45,12 @@ from kuberay.builders import storage as storeb
 from kuberay.builders.errors import BuildError
 from kuberay.builders.options import BuildOptions
 from kuberay.controllers import raycluster_status as st
+from kuberay.controllers.common import (
+    OWNED_SELECTOR,
+    POD_SELECTOR,
+    RAYCLUSTERS,
+    random_suffix,
+)
 from kuberay.runtime.client import (
     JOBS,
     JSON_PATCH,
@@ -75,7 +80,6 @@ from kuberay.schedulers import BatchScheduler
 
 log = logging.getLogger("kuberay.controllers.raycluster")
 
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", kind="Role")
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", kind="RoleBinding")
 INGRESSES = Resource("networking.k8s.io", "v1", "ingresses", kind="Ingress")
@@ -83,14 +87,6 @@ ROUTES = Resource("route.openshift.io", "v1", "routes", kind="Route")
 OPENSHIFT_GROUPS = frozenset({"route.openshift.io", "security.openshift.io", "config.openshift.io"})
 DEFAULT_GCS_FT_DELETION_TIMEOUT = 300.0
 HEAD_TERMINATION_REQUEUE = 10.0
-
-POD_SELECTOR = f"{c.LABEL_NODE_TYPE} in (head,worker,redis-cleanup)"
-OWNED_SELECTOR = f"{c.LABEL_CREATED_BY}={c.CREATED_BY}"
-_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alphabet
-
-
-def random_suffix(n: int = 5) -> str:
-    return "".join(random.choice(_SUFFIX_ALPHABET) for _ in range(n))
 
 
 def _env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:

@@ -26,10 +26,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
-import datetime as dt
 import logging
 import os
-import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -46,6 +44,14 @@ from kuberay.api.rayjob import RayJob
 from kuberay.builders import names
 from kuberay.builders import rayjob as rjb
 from kuberay.builders.options import BuildOptions
+from kuberay.controllers.common import (
+    OWNED_SELECTOR,
+    POD_SELECTOR,
+    RAYCLUSTERS,
+    parse_time,
+    random_suffix,
+    rfc3339,
+)
 from kuberay.ray.dashboard import (
     DashboardClient,
     DashboardError,
@@ -64,11 +70,7 @@ from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
 log = logging.getLogger("kuberay.controllers.rayjob")
 
 RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 
-OWNED_SELECTOR = f"{c.LABEL_CREATED_BY}={c.CREATED_BY}"
-POD_SELECTOR = f"{c.LABEL_NODE_TYPE} in (head,worker,redis-cleanup)"
-_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 # status.conditions (additive, beyond upstream)
 COND_CLUSTER_READY = "ClusterReady"
@@ -79,29 +81,12 @@ COND_FAILED = "Failed"
 _POLICY_RANK = {c.DELETE_NONE: 0, c.DELETE_WORKERS: 1, c.DELETE_CLUSTER: 2, c.DELETE_SELF: 3}
 
 
-def random_suffix(n: int = 5) -> str:
-    return "".join(random.choice(_SUFFIX_ALPHABET) for _ in range(n))
-
-
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
     text = (env.get(name) or "").strip()
     try:
         return int(text) if text else default
     except ValueError:
         return default
-
-
-def rfc3339(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: Any) -> float | None:
-    if not text or not isinstance(text, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 @dataclass

@@ -41,12 +41,10 @@ import asyncio
 import base64
 import contextlib
 import copy
-import datetime as dt
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -61,7 +59,15 @@ from kuberay.builders import rayjob as rjb
 from kuberay.builders import rayservice as rsb
 from kuberay.builders.errors import BuildError
 from kuberay.builders.options import BuildOptions
-from kuberay.controllers.rayjob import dashboard_base_url, random_suffix
+from kuberay.controllers.common import (
+    OWNED_SELECTOR,
+    POD_SELECTOR,
+    RAYCLUSTERS,
+    parse_time,
+    random_suffix,
+    rfc3339,
+)
+from kuberay.controllers.rayjob import dashboard_base_url
 from kuberay.ray.dashboard import DashboardError, DashboardFactory
 from kuberay.runtime.client import (
     ENDPOINTSLICES,
@@ -81,29 +87,13 @@ from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
 log = logging.getLogger("kuberay.controllers.rayservice")
 
 RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 
-OWNED_SELECTOR = f"{c.LABEL_CREATED_BY}={c.CREATED_BY}"
-POD_SELECTOR = f"{c.LABEL_NODE_TYPE} in (head,worker,redis-cleanup)"
 
 # Beyond upstream: what upstream keeps in memory, recorded on the cluster it is about.
 ANNOTATION_SERVE_CONFIG_HASH = "ray.io/serve-config-hash"
 ANNOTATION_DELETION_AT = "ray.io/deletion-scheduled-at"
 
 HealthProbe = Callable[[str, int], Awaitable[bool | None]]
-
-
-def rfc3339(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: Any) -> float | None:
-    if not text or not isinstance(text, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 async def proxy_healthz(ip: str, port: int, timeout: float = 2.0) -> bool | None:
