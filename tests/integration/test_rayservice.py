@@ -13,25 +13,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
+from kuberay.api.constants import ANNOTATION_DELETION_AT, ANNOTATION_SERVE_CONFIG_HASH
+from kuberay.builders import gateway as gwb
 from kuberay.controllers.raycluster import RayClusterConfig
 from kuberay.controllers.raycluster import register as register_raycluster
 from kuberay.controllers.rayservice import (
-    ANNOTATION_DELETION_AT,
-    ANNOTATION_SERVE_CONFIG_HASH,
+    GATEWAYS,
+    HTTPROUTES,
     RAYSERVICES,
     RayServiceConfig,
+    RayServiceReconciler,
 )
 from kuberay.controllers.rayservice import register as register_rayservice
+from kuberay.devenv.gatewayapi import GatewayApiUnavailable, install_gateway_api
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import condition, wait_for, wait_gone, wait_until
 from kuberay.ray.fake import FakeDashboard, FakeDashboardRegistry
 from kuberay.runtime.client import PODS, SERVICES, KubeClient, Resource, load_kubeconfig
 from kuberay.runtime.errors import ApiError, NotFound
+from kuberay.runtime.events import EVENTS_V1
 from kuberay.runtime.manager import Manager, ManagerOptions
 
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
@@ -99,6 +105,37 @@ def rayservice(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
+class RecordingRegistry(FakeDashboardRegistry):
+    """Fake dashboards that remember the ``target_capacity`` of every Serve config PUT (per
+    base URL), and can run a hook right after one (crash injection)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.puts: dict[str, list[Any]] = {}
+        self.after_put: Callable[[FakeDashboard, dict[str, Any]], None] | None = None
+
+    def get(self, base_url: str) -> FakeDashboard:
+        known = base_url.rstrip("/") in self.dashboards
+        dashboard = super().get(base_url)
+        if not known:
+            original = dashboard.update_serve_config
+            history = self.puts.setdefault(dashboard.base_url, [])
+
+            async def recording(config: dict[str, Any]) -> None:
+                await original(config)
+                history.append(config.get("target_capacity"))
+                if self.after_put is not None:
+                    self.after_put(dashboard, config)
+
+            dashboard.update_serve_config = recording  # type: ignore[method-assign]
+        return dashboard
+
+    def capacities(self, cluster: str) -> list[Any]:
+        return [
+            p for url, puts in self.puts.items() if f"//{cluster}-head-svc." in url for p in puts
+        ]
+
+
 class Operator:
     """An in-process operator (RayCluster + RayService controllers) for one namespace that can
     be stopped and started again; the fake dashboards outlive it."""
@@ -106,8 +143,9 @@ class Operator:
     def __init__(self, plane: Plane, namespace: str) -> None:
         self.plane = plane
         self.namespace = namespace
-        self.registry = FakeDashboardRegistry(serve_settle_seconds=1.0)
+        self.registry = RecordingRegistry(serve_settle_seconds=1.0)
         self.client: KubeClient | None = None
+        self.reconciler: RayServiceReconciler | None = None
         self.stop_event = asyncio.Event()
         self.task: asyncio.Task[int] | None = None
 
@@ -126,7 +164,7 @@ class Operator:
         )
         register_raycluster(mgr, RayClusterConfig(), [self.namespace])
         rs = RayServiceConfig(requeue_seconds=0.5, health_probe=None)
-        register_rayservice(mgr, rs, [self.namespace], self.registry)
+        self.reconciler = register_rayservice(mgr, rs, [self.namespace], self.registry)
         self.stop_event = asyncio.Event()
         self.task = asyncio.create_task(mgr.run(self.stop_event))
         waiter = asyncio.create_task(mgr.leading.wait())
@@ -520,3 +558,298 @@ async def test_spec_change_mid_upgrade_replaces_the_pending_cluster(
     await wait_gone(kube, RAYCLUSTERS, second, namespace, timeout=30)
     await wait_gone(kube, RAYCLUSTERS, first, namespace, timeout=30)
     assert await cluster_names(kube, namespace) == {third}
+
+
+# --------------------------------------------------------------------------- incremental upgrade
+
+
+@pytest.fixture(scope="module")
+async def gateway_api(kube: KubeClient) -> None:
+    """The real Gateway API CRDs (from the Go module pinned in controlplane/gateway-api)."""
+    try:
+        await install_gateway_api(kube)
+    except GatewayApiUnavailable as exc:
+        if exc.no_go:
+            pytest.skip(str(exc))
+        raise
+
+
+class FakeGatewayController:
+    """Plays the Gateway API implementation the plane does not have: once ``enabled``, reports
+    every Gateway of the namespace Accepted+Programmed and every HTTPRoute Accepted+ResolvedRefs
+    for its parent Gateway."""
+
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.enabled = False
+        self.task: asyncio.Task[None] | None = None
+
+    @staticmethod
+    def _conditions(obj: dict[str, Any], *types: str) -> list[dict[str, Any]]:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        return [
+            {
+                "type": t,
+                "status": "True",
+                "reason": t,
+                "message": "fake gateway controller",
+                "lastTransitionTime": now,
+                "observedGeneration": obj["metadata"].get("generation", 1),
+            }
+            for t in types
+        ]
+
+    async def _sync(self) -> None:
+        ns = self.namespace
+        for gw in (await self.kube.list(GATEWAYS, ns))["items"]:
+            if gwb.gateway_not_ready(gw):
+                body = {"status": {"conditions": self._conditions(gw, "Accepted", "Programmed")}}
+                await self.kube.patch(
+                    GATEWAYS, gw["metadata"]["name"], body, ns, subresource="status"
+                )
+        for route in (await self.kube.list(HTTPROUTES, ns))["items"]:
+            parent = route["spec"]["parentRefs"][0]["name"]
+            if gwb.httproute_not_ready(route, parent):
+                body = {
+                    "status": {
+                        "parents": [
+                            {
+                                "parentRef": {"name": parent, "namespace": ns},
+                                "controllerName": "example.com/fake-gateway-controller",
+                                "conditions": self._conditions(route, "Accepted", "ResolvedRefs"),
+                            }
+                        ]
+                    }
+                }
+                await self.kube.patch(
+                    HTTPROUTES, route["metadata"]["name"], body, ns, subresource="status"
+                )
+
+    async def _run(self) -> None:
+        while True:
+            if self.enabled:
+                with contextlib.suppress(ApiError):
+                    await self._sync()
+            await asyncio.sleep(0.2)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[FakeGatewayController]:
+        self.task = asyncio.create_task(self._run())
+        try:
+            yield self
+        finally:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+
+def incremental_service(name: str, interval: int = 1) -> dict[str, Any]:
+    body = rayservice(
+        name,
+        upgradeStrategy={
+            "type": "NewClusterWithIncrementalUpgrade",
+            "clusterUpgradeOptions": {
+                "maxSurgePercent": 50,
+                "stepSizePercent": 25,
+                "intervalSeconds": interval,
+                "gatewayClassName": "fake",
+            },
+        },
+    )
+    body["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] = True
+    return body
+
+
+def side(obj: dict[str, Any], which: str) -> dict[str, Any]:
+    return dict((obj.get("status") or {}).get(f"{which}ServiceStatus") or {})
+
+
+def upgrade_message(obj: dict[str, Any]) -> str:
+    return str((condition(obj, "UpgradeInProgress") or {}).get("message", ""))
+
+
+async def route_backends(kube: KubeClient, ns: str, name: str) -> list[tuple[str, int]]:
+    route = await kube.get(HTTPROUTES, f"{name}-httproute", ns)
+    refs = route["spec"]["rules"][0]["backendRefs"]
+    return [(r["name"], r["weight"]) for r in refs]
+
+
+async def start_incremental_upgrade(
+    kube: KubeClient, ns: str, name: str, interval: int = 1
+) -> tuple[str, str, dict[str, Any]]:
+    """Deploys an incremental RayService, changes its cluster spec; returns (old, new, the
+    original cluster spec) once the new cluster waits for the Gateway."""
+    await kube.create(RAYSERVICES, incremental_service(name, interval), ns)
+    obj = await wait_service(
+        kube, ns, name, lambda o: is_ready(o) and bool(active_name(o)), "Ready", timeout=90
+    )
+    old = active_name(obj)
+    original = copy.deepcopy(obj["spec"]["rayClusterConfig"])
+    spec = copy.deepcopy(original)
+    spec["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] = "rayproject/ray:2.53.0"
+    await kube.patch(RAYSERVICES, name, {"spec": {"rayClusterConfig": spec}}, ns)
+    obj = await wait_service(
+        kube,
+        ns,
+        name,
+        lambda o: bool(pending_name(o)) and "Gateway" in upgrade_message(o),
+        "the pending cluster waiting for the Gateway",
+        timeout=90,
+    )
+    return old, pending_name(obj), original
+
+
+async def test_incremental_upgrade_steps_traffic_and_capacity_then_promotes(
+    kube: KubeClient, namespace: str, operator: Operator, gateway_api: None
+) -> None:
+    async with FakeGatewayController(kube, namespace).running() as gateway_controller:
+        old, new, _ = await start_incremental_upgrade(kube, namespace, "inc")
+        # The objects while traffic is still all on the old cluster.
+        gateway = await kube.get(GATEWAYS, "inc-gateway", namespace)
+        assert gateway["spec"]["gatewayClassName"] == "fake"
+        assert gateway["spec"]["listeners"][0]["port"] == 80
+        assert gateway["metadata"]["ownerReferences"][0]["kind"] == "RayService"
+        assert await route_backends(kube, namespace, "inc") == [
+            (f"{old}-serve-svc", 100),
+            (f"{new}-serve-svc", 0),
+        ]
+        for cluster in (old, new):
+            serve = await kube.get(SERVICES, f"{cluster}-serve-svc", namespace)
+            assert serve["metadata"]["ownerReferences"][0]["name"] == cluster
+        obj = await kube.get(RAYSERVICES, "inc", namespace)
+        assert "waiting for Gateway" in upgrade_message(obj)
+        assert "Accepted and Programmed" in upgrade_message(obj)
+        assert side(obj, "pending")["targetCapacity"] == 0
+        assert side(obj, "pending")["trafficRoutedPercent"] == 0
+        # Nothing moves until the Gateway works.
+        await asyncio.sleep(1.5)
+        assert operator.registry.capacities(new) in ([], [0])
+        # A Gateway controller reports the objects ready: the migration runs to promotion.
+        gateway_controller.enabled = True
+        samples: list[tuple[int, int, int]] = []
+        while True:
+            obj = await kube.get(RAYSERVICES, "inc", namespace)
+            if active_name(obj) == new:
+                break
+            pending, active = side(obj, "pending"), side(obj, "active")
+            if pending.get("rayClusterName") == new:
+                samples.append(
+                    (
+                        pending.get("targetCapacity", 0),
+                        active.get("targetCapacity", 100),
+                        pending.get("trafficRoutedPercent", 0),
+                    )
+                )
+            assert await cluster_names(kube, namespace) <= {old, new}
+            assert len(samples) < 300, f"no promotion: {samples[-3:]} {upgrade_message(obj)}"
+            await asyncio.sleep(0.1)
+    for p_capacity, a_capacity, traffic in samples:
+        assert traffic <= p_capacity, samples
+        assert p_capacity + a_capacity >= 100, samples
+    assert {25, 50, 75} <= {t for _, _, t in samples}, samples
+    assert not pending_name(obj)
+    assert side(obj, "active")["trafficRoutedPercent"] == 100
+    assert side(obj, "active")["targetCapacity"] == 100
+    # Serve saw each capacity exactly once, in order.
+    assert operator.registry.capacities(new) == [0, 50, 100]
+    assert operator.registry.capacities(old) == [100, 50, 0]
+
+    async def route_on_new_only() -> bool:
+        return await route_backends(kube, namespace, "inc") == [(f"{new}-serve-svc", 100)]
+
+    await wait_until(route_on_new_only, what="route to the new cluster only", timeout=30)
+    assert await selector_of(kube, namespace, "inc-serve-svc") == new
+    await wait_gone(kube, RAYCLUSTERS, old, namespace, timeout=30)
+    reasons = {e.get("reason") for e in (await kube.list(EVENTS_V1, namespace))["items"]}
+    assert {"CreatedGateway", "CreatedHTTPRoute", "UpdatedServeTargetCapacity"} <= reasons
+    assert "UpdatedHTTPRoute" in reasons
+
+
+async def test_incremental_rollback_when_the_spec_returns(
+    kube: KubeClient, namespace: str, operator: Operator, gateway_api: None
+) -> None:
+    async with FakeGatewayController(kube, namespace).running() as gateway_controller:
+        old, new, original = await start_incremental_upgrade(kube, namespace, "rb", interval=2)
+        gateway_controller.enabled = True
+        await wait_service(
+            kube,
+            namespace,
+            "rb",
+            lambda o: side(o, "pending").get("trafficRoutedPercent", 0) >= 25,
+            "traffic on the new cluster",
+            timeout=60,
+        )
+        await kube.patch(RAYSERVICES, "rb", {"spec": {"rayClusterConfig": original}}, namespace)
+        obj = await wait_service(
+            kube,
+            namespace,
+            "rb",
+            lambda o: (condition(o, "RollbackInProgress") or {}).get("status") == "True",
+            "RollbackInProgress",
+        )
+        rollback = condition(obj, "RollbackInProgress")
+        assert rollback is not None
+        assert rollback["reason"] == "DesiredClusterSpecChanged"
+        assert pending_name(obj) == new
+        obj = await wait_service(
+            kube,
+            namespace,
+            "rb",
+            lambda o: not pending_name(o) and condition(o, "RollbackInProgress") is None,
+            "rollback complete",
+            timeout=90,
+        )
+    assert active_name(obj) == old
+    assert side(obj, "active")["trafficRoutedPercent"] == 100
+    assert side(obj, "active")["targetCapacity"] == 100
+    assert operator.registry.capacities(old)[-1] == 100
+    assert operator.registry.capacities(new)[-1] == 0
+
+    async def route_on_old_only() -> bool:
+        return await route_backends(kube, namespace, "rb") == [(f"{old}-serve-svc", 100)]
+
+    await wait_until(route_on_old_only, what="route back on the old cluster only", timeout=30)
+    await wait_gone(kube, RAYCLUSTERS, new, namespace, timeout=30)
+    await asyncio.sleep(1)
+    obj = await kube.get(RAYSERVICES, "rb", namespace)
+    assert active_name(obj) == old
+    assert not pending_name(obj), "the spec is the active one again: no new cluster"
+
+
+async def test_crash_mid_incremental_upgrade_resumes_without_repeats(
+    kube: KubeClient, namespace: str, operator: Operator, gateway_api: None
+) -> None:
+    """The operator dies right after Serve accepted a new target_capacity and before the
+    status recorded it; its successor must neither PUT that capacity again nor make a second
+    pending cluster, and must finish the migration."""
+    crashed = asyncio.Event()
+
+    async def lost_write(*_args: Any, **_kwargs: Any) -> bool:
+        raise RuntimeError("injected crash before the status write")
+
+    def crash_after(dashboard: FakeDashboard, config: dict[str, Any]) -> None:
+        if config.get("target_capacity") == 50 and not crashed.is_set():
+            assert operator.reconciler is not None
+            operator.reconciler._write_status = lost_write  # type: ignore[method-assign]
+            crashed.set()
+
+    async with FakeGatewayController(kube, namespace).running() as gateway_controller:
+        old, new, _ = await start_incremental_upgrade(kube, namespace, "cr")
+        operator.registry.after_put = crash_after
+        gateway_controller.enabled = True
+        await asyncio.wait_for(crashed.wait(), 60)
+        await operator.stop()
+        operator.registry.after_put = None
+        obj = await kube.get(RAYSERVICES, "cr", namespace)
+        assert side(obj, "pending")["targetCapacity"] == 0, "the status write was lost"
+        await operator.start()
+
+        async def promoted() -> bool:
+            assert await cluster_names(kube, namespace) <= {old, new}
+            return active_name(await kube.get(RAYSERVICES, "cr", namespace)) == new
+
+        await wait_until(promoted, what="promotion after the restart", timeout=90)
+    capacities = operator.registry.capacities(new) + operator.registry.capacities(old)
+    assert operator.registry.capacities(new) == [0, 50, 100], capacities
+    assert operator.registry.capacities(old) == [100, 50, 0], capacities

@@ -70,6 +70,10 @@ ANNOTATION_VOLCANO_GROUP_NAME: Final = "scheduling.k8s.io/group-name"
 ANNOTATION_VOLCANO_TASK_SPEC: Final = "volcano.sh/task-spec"
 ANNOTATION_YUNIKORN_TASK_GROUPS: Final = "yunikorn.apache.org/task-groups"
 ANNOTATION_YUNIKORN_TASK_GROUP_NAME: Final = "yunikorn.apache.org/task-group-name"
+# Beyond upstream: what upstream's RayService controller keeps only in memory, recorded on the
+# RayCluster it is about so that it survives an operator restart.
+ANNOTATION_SERVE_CONFIG_HASH: Final = "ray.io/serve-config-hash"
+ANNOTATION_DELETION_AT: Final = "ray.io/deletion-scheduled-at"
 
 # ----------------------------------------------------------------------------- finalizers
 FINALIZER_GCS_FT_REDIS_CLEANUP: Final = "ray.io/gcs-ft-redis-cleanup-finalizer"

@@ -305,3 +305,28 @@ def app_statuses(details: JsonDict) -> dict[str, JsonDict]:
 
 def all_apps_running(apps: dict[str, JsonDict]) -> bool:
     return bool(apps) and all(a.get("status") == c.APP_RUNNING for a in apps.values())
+
+
+def deployed_serve_config(details: JsonDict) -> dict[str, Any]:
+    """The Serve config a cluster runs, rebuilt from its dashboard's serve details (what a
+    ``target_capacity``-only change must PUT back unchanged); empty when nothing is deployed."""
+    apps = [
+        copy.deepcopy(as_dict(as_dict(app).get("deployed_app_config")))
+        for app in as_dict(details.get("applications")).values()
+    ]
+    if not apps or not all(apps):
+        return {}
+    config: dict[str, Any] = {"applications": apps}
+    for key in ("proxy_location", "http_options", "grpc_options"):
+        if details.get(key):
+            config[key] = copy.deepcopy(details[key])
+    return config
+
+
+def runs_serve_config(details: JsonDict, goal: dict[str, Any]) -> bool:
+    """Serve already runs ``goal`` (what it reports as deployed equals it, for every key the
+    goal sets; ``target_capacity`` aside). False whenever in doubt, which costs one PUT."""
+    deployed = deployed_serve_config(details)
+    if not deployed:
+        return False
+    return all(deployed.get(k) == v for k, v in goal.items() if k != "target_capacity")

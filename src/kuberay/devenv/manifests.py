@@ -55,7 +55,12 @@ def load_documents(paths: Iterable[Path]) -> list[dict[str, Any]]:
 
 
 async def install_crds(kube: KubeClient, crd_dir: Path = CRD_DIR, timeout: float = 30.0) -> None:
-    for crd in load_documents(sorted(crd_dir.glob("*.yaml"))):
+    await install_crds_from(kube, sorted(crd_dir.glob("*.yaml")), timeout=timeout)
+
+
+async def install_crds_from(kube: KubeClient, paths: Iterable[Path], timeout: float = 30.0) -> None:
+    """Applies every CRD in ``paths`` and waits until each is Established (served)."""
+    for crd in load_documents(paths):
         await apply(kube, crd)
         await wait_for(
             kube,
