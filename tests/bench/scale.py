@@ -401,7 +401,7 @@ async def run_all(
             result["operator_idle_rss_mib"] = round(idle.get("VmRSS", 0), 1)
             bench = Bench(kube, proc.pid, port, args.timeout)
             result["sizes"] = []
-            for size in args.sizes.split(","):
+            for size in filter(None, args.sizes.split(",")):
                 n, m = (int(x) for x in size.lower().split("x"))
                 r = await bench.size(n, m, idle.get("VmRSS", 0))
                 if "ceiling" in result:

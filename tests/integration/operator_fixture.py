@@ -6,68 +6,12 @@ can SIGKILL it. Its log is kept beside the plane's logs and printed when a test 
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 from kuberay.devenv.manifests import install_crds as install
-from kuberay.devenv.plane import Plane
+from kuberay.devenv.operatorproc import OperatorProcess
 from kuberay.runtime.client import KubeClient
+
+__all__ = ["OperatorProcess", "install_crds"]
 
 
 async def install_crds(kube: KubeClient) -> None:
     await install(kube)
-
-
-class OperatorProcess:
-    def __init__(self, plane: Plane, log_dir: Path, *extra: str, env: dict[str, str] | None = None):
-        self.plane = plane
-        self.log_path = log_dir / "operator.log"
-        self.extra = extra
-        self.env = env or {}
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        argv = [
-            sys.executable,
-            "-m",
-            "kuberay.cli.main",
-            "operator",
-            f"--kubeconfig={self.plane.kubeconfig}",
-            "--metrics-addr=127.0.0.1:0",
-            "--health-probe-bind-address=127.0.0.1:0",
-            "--enable-leader-election=false",
-            "--log-stdout-encoder=console",
-            *self.extra,
-        ]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
-        log.write(f"\n==== start {time.strftime('%H:%M:%S')}\n".encode())
-        log.flush()
-        env = dict(os.environ, **self.env)
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-        log.close()
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def tail(self, lines: int = 40) -> str:
-        if not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

@@ -9,6 +9,11 @@ Invariants and failure modes:
   suffix injected into the pure builder) so that the expectation names the pod.
 - Bounded work per pass: at most ``max_creates_per_pass`` pods are created per reconcile, then
   the key goes to the back of the queue, so one huge scale-up cannot starve small clusters.
+- A group is held (no creates, requeue shortly) while ``max_unbound_per_group`` of its pods
+  still wait for the default scheduler: the scheduler's queue is FIFO, so pods created faster
+  than it binds only delay every other cluster's pods. Pods found unschedulable do not count
+  (a group larger than the cluster is still created in full, as upstream does), and the hold
+  is off for batch schedulers, whose gangs bind nothing until every member exists.
 - The status is written only when it changed (ignoring timestamps), with the resourceVersion
   read, so a stale write fails with Conflict and is simply redone from fresh state.
 - Invalid specs get a Warning event with upstream's message and are not retried until the spec
@@ -23,9 +28,10 @@ import datetime as dt
 import logging
 import os
 import secrets
-from collections.abc import Mapping
+import sys
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 
@@ -79,6 +85,7 @@ from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
 from kuberay.schedulers import BatchScheduler
 
 log = logging.getLogger("kuberay.controllers.raycluster")
+T = TypeVar("T")
 
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", kind="Role")
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", kind="RoleBinding")
@@ -87,6 +94,14 @@ ROUTES = Resource("route.openshift.io", "v1", "routes", kind="Route")
 OPENSHIFT_GROUPS = frozenset({"route.openshift.io", "security.openshift.io", "config.openshift.io"})
 DEFAULT_GCS_FT_DELETION_TIMEOUT = 300.0
 HEAD_TERMINATION_REQUEUE = 10.0
+# What a pass leaves for later, ordered so that max() of two groups' answers is the pass's.
+DONE, MORE_LATER, MORE_NOW = 0, 1, 2
+# Ours, not upstream's: tunes the scheduler hold (RayClusterConfig.max_unbound_per_group).
+ENV_MAX_UNBOUND_PER_GROUP = "KUBERAY_MAX_UNBOUND_PODS_PER_GROUP"
+# Worker creations in one pass up to this many get an event each; more get one event.
+EVENT_BATCH_MIN = 5
+# events.k8s.io rejects a note longer than 1 KiB.
+EVENT_NOTE_LIMIT = 1000
 
 
 def _env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -111,6 +126,13 @@ class RayClusterConfig:
     # Pods created per reconcile before the key goes to the back of the queue: small enough
     # that a huge scale-up interleaves with small clusters (measured in tests/bench/scale.py).
     max_creates_per_pass: int = 50
+    # A group stops creating while this many of its pods still wait for the default scheduler
+    # (not yet bound and not found unschedulable). Creating faster than the scheduler binds
+    # only lengthens its queue, and every small cluster created meanwhile waits behind that
+    # queue. 0 turns the hold off. Never applied with a batch scheduler or a custom
+    # schedulerName: gang schedulers bind nothing until the whole gang exists.
+    max_unbound_per_group: int = 100
+    hold_requeue_seconds: float = 0.5
     create_parallelism: int = 20
     concurrency: int = 8
     scheduler: BatchScheduler | None = None
@@ -125,6 +147,9 @@ class RayClusterConfig:
             "gcs_ft_redis_cleanup": _env_flag(env, c.ENV_ENABLE_GCS_FT_REDIS_CLEANUP, True),
             "default_requeue_seconds": float(seconds) if seconds.strip().isdigit() else 300.0,
         }
+        unbound = env.get(ENV_MAX_UNBOUND_PER_GROUP, "").strip()
+        if unbound.isdigit():
+            kwargs["max_unbound_per_group"] = int(unbound)
         kwargs.update(overrides)
         return cls(**kwargs)
 
@@ -241,24 +266,18 @@ class RayClusterReconciler:
             return None
 
         error: _ReconcileError | None = None
-        more_work = False
+        more_work = DONE
         try:
+            # What pods need at creation (their service account, the auth Secret, the GCS
+            # volume) comes first; Services and the Ingress are independent of the pods and are
+            # written concurrently with them, which saves a new cluster two round trips.
             await self._reconcile_rbac(cluster)
-            await self._reconcile_ingress(cluster)
             await self._reconcile_auth_secret(cluster)
-            await self._reconcile_head_service(cluster)
-            if any(int(g.get("numOfHosts") or 1) > 1 for g in spec.get("workerGroupSpecs") or []):
-                await self._create_if_missing(
-                    SERVICES, svcb.build_headless_service(cluster, self.config.build)
-                )
-            annotations = cluster["metadata"].get("annotations") or {}
-            if annotations.get(c.ANNOTATION_ENABLE_SERVE_SERVICE) == "true":
-                await self._create_if_missing(
-                    SERVICES, svcb.build_serve_service(cluster, self.config.build)
-                )
             if cb.is_gcs_ft_embedded(cluster) and not storeb.uses_user_claim(cluster):
                 await self._create_if_missing(PVCS, storeb.build_gcs_pvc(cluster))
-            more_work = await self._reconcile_pods(cluster)
+            _, more_work = await _all(
+                self._reconcile_services(cluster), self._reconcile_pods(cluster)
+            )
         except _ReconcileError as exc:
             error = exc
         except Conflict:
@@ -269,8 +288,10 @@ class RayClusterReconciler:
             self.recorder.event(cluster, WARNING, c.EVENT_INVALID_RAYCLUSTER_SPEC, str(exc))
             error = _ReconcileError("", str(exc))
         changed = await self._update_status(cluster, error)
-        if more_work:
+        if more_work == MORE_NOW:
             return Result(requeue_after=0.001)
+        if more_work == MORE_LATER:
+            return Result(requeue_after=self.config.hold_requeue_seconds)
         if error is not None or changed:
             return Result(requeue_after=self.config.error_requeue_seconds)
         return Result(requeue_after=self.config.default_requeue_seconds)
@@ -503,9 +524,24 @@ class RayClusterReconciler:
                 "Create",
             )
 
+    async def _reconcile_services(self, cluster: Obj) -> None:
+        spec = cluster["spec"]
+        await self._reconcile_ingress(cluster)
+        await self._reconcile_head_service(cluster)
+        if any(int(g.get("numOfHosts") or 1) > 1 for g in spec.get("workerGroupSpecs") or []):
+            await self._create_if_missing(
+                SERVICES, svcb.build_headless_service(cluster, self.config.build)
+            )
+        annotations = cluster["metadata"].get("annotations") or {}
+        if annotations.get(c.ANNOTATION_ENABLE_SERVE_SERVICE) == "true":
+            await self._create_if_missing(
+                SERVICES, svcb.build_serve_service(cluster, self.config.build)
+            )
+
     # ------------------------------------------------------------------ pods
-    async def _reconcile_pods(self, cluster: Obj) -> bool:
-        """Returns True when more pod work remains for another pass (bounded batches)."""
+    async def _reconcile_pods(self, cluster: Obj) -> int:
+        """Says whether pod work remains: MORE_NOW after a full batch of creates, MORE_LATER
+        while a group is held back for the scheduler, DONE otherwise."""
         spec = cluster["spec"]
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
@@ -522,7 +558,7 @@ class RayClusterReconciler:
         if suspending or spec.get("suspend"):
             if suspending and pods:
                 await self._delete_pods(cluster, pods, "", c.REASON_FAILED_DELETE_ALL_PODS)
-            return False
+            return DONE
 
         want_hash = hashing.spec_hash(spec)
         heads = [
@@ -540,12 +576,19 @@ class RayClusterReconciler:
                 else:
                     self.expectations.drop_prefix(f"{ns}/{name}/")
                     await self._delete_pods(cluster, pods, "", c.REASON_FAILED_DELETE_ALL_PODS)
-                    return False
+                    return DONE
 
         if self.config.scheduler is not None:
             await self.config.scheduler.on_submission(self.client, cluster)
-        await self._reconcile_head(cluster, heads)
-        more = False
+        _, more = await _all(
+            self._reconcile_head(cluster, heads), self._reconcile_groups(cluster, pods)
+        )
+        return more
+
+    async def _reconcile_groups(self, cluster: Obj, pods: list[Obj]) -> int:
+        spec = cluster["spec"]
+        ns, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
+        more = DONE
         budget = self.config.max_creates_per_pass
         for group in spec.get("workerGroupSpecs") or []:
             key = f"{ns}/{name}/{group['groupName']}"
@@ -559,7 +602,7 @@ class RayClusterReconciler:
             ]
             created, left = await self._reconcile_group(cluster, group, group_pods, budget)
             budget -= created
-            more = more or left
+            more = max(more, left)
         return more
 
     async def _restamp_head(self, head: Obj, want_hash: str) -> None:
@@ -604,14 +647,14 @@ class RayClusterReconciler:
 
     async def _reconcile_group(
         self, cluster: Obj, group: Obj, pods: list[Obj], budget: int
-    ) -> tuple[int, bool]:
+    ) -> tuple[int, int]:
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
         key = f"{ns}/{name}/{group['groupName']}"
         if group.get("suspend"):
             if pods:
                 await self._delete_pods(cluster, pods, key, c.REASON_FAILED_DELETE_WORKER_POD)
-            return 0, False
+            return 0, DONE
         hosts = max(1, int(group.get("numOfHosts") or 1))
         if hosts > 1 and self.config.build.multi_host_indexing:
             return await self._reconcile_multihost_group(cluster, group, pods, hosts, budget)
@@ -629,7 +672,10 @@ class RayClusterReconciler:
         desired = resb.desired_worker_replicas(group) * max(1, int(group.get("numOfHosts") or 1))
         diff = desired - len(remaining)
         if diff > 0:
-            count = min(diff, max(0, budget))
+            room = self._scheduler_room(group, remaining)
+            count = min(diff, max(0, budget), room)
+            if count == 0 and room == 0:
+                return 0, MORE_LATER
             used = {
                 p["metadata"]["labels"].get(c.LABEL_WORKER_GROUP_REPLICA_INDEX) for p in remaining
             }
@@ -647,17 +693,28 @@ class RayClusterReconciler:
                     )
                 )
             await self._create_pods(cluster, builds, key)
-            return count, count < diff
+            if count == diff:
+                return count, DONE
+            return count, MORE_LATER if count == room else MORE_NOW
         if diff < 0:
             autoscaling = bool(cluster["spec"].get("enableInTreeAutoscaling"))
             if not autoscaling or self.config.random_pod_delete:
                 victims = remaining[:-diff]
                 await self._delete_pods(cluster, victims, key, c.REASON_FAILED_DELETE_WORKER_POD)
-        return 0, False
+        return 0, DONE
+
+    def _scheduler_room(self, group: Obj, pods: list[Obj]) -> int:
+        """How many more pods this group may create now without outrunning the scheduler."""
+        limit = self.config.max_unbound_per_group
+        template_spec = (group.get("template") or {}).get("spec") or {}
+        custom = template_spec.get("schedulerName") not in (None, "", "default-scheduler")
+        if limit <= 0 or self.config.scheduler is not None or custom:
+            return sys.maxsize
+        return max(0, limit - sum(1 for p in pods if _awaiting_scheduler(p)))
 
     async def _reconcile_multihost_group(
         self, cluster: Obj, group: Obj, pods: list[Obj], hosts: int, budget: int
-    ) -> tuple[int, bool]:
+    ) -> tuple[int, int]:
         """Multi-host groups live and die by whole replicas of ``numOfHosts`` pods: a partial,
         unhealthy or named-for-deletion replica is removed entirely, new replicas get the
         lowest free index and hosts 0..n-1."""
@@ -717,27 +774,52 @@ class RayClusterReconciler:
                         )
                     )
             await self._create_pods(cluster, builds, key)
-            return len(builds), count < diff
+            return len(builds), MORE_NOW if count < diff else DONE
         if diff < 0:
             autoscaling = bool(cluster["spec"].get("enableInTreeAutoscaling"))
             if not autoscaling or self.config.random_pod_delete:
                 victims = [p for name in sorted(replicas)[:-diff] for p in replicas[name]]
                 await self._delete_pods(cluster, victims, key, c.REASON_FAILED_DELETE_WORKER_POD)
-        return 0, False
+        return 0, DONE
 
     async def _create_pods(self, cluster: Obj, pods: list[Obj], key: str) -> None:
         sem = asyncio.Semaphore(self.config.create_parallelism)
 
+        created: list[str] = []
+
         async def one(pod: Obj) -> None:
             async with sem:
-                await self._create_pod(cluster, pod, key, head=False)
+                name = await self._create_pod(cluster, pod, key, head=False, announce=False)
+                created.append(name)
 
         results = await asyncio.gather(*(one(p) for p in pods), return_exceptions=True)
+        self._announce_workers(cluster, created)
         for result in results:
             if isinstance(result, BaseException):
                 raise result
 
-    async def _create_pod(self, cluster: Obj, pod: Obj, key: str, *, head: bool) -> None:
+    def _announce_workers(self, cluster: Obj, created: list[str]) -> None:
+        """One event per pod for a few pods (upstream's messages); one event naming the pods
+        for a batch, since a large scale-up would otherwise add an event write per pod to the
+        apiserver's load (upstream #2547) while telling nothing more."""
+        ns = cluster["metadata"]["namespace"]
+        if len(created) <= EVENT_BATCH_MIN:
+            for name in created:
+                message = f"Created pod {ns}/{name}"
+                self.recorder.event(cluster, NORMAL, c.EVENT_CREATED_WORKER_POD, message, "Create")
+            return
+        message = f"Created {len(created)} worker pods in {ns}:"
+        for i, name in enumerate(sorted(created)):
+            more = f" and {len(created) - i} more"
+            if len(message) + len(name) + 2 + len(more) > EVENT_NOTE_LIMIT and i:
+                message += more
+                break
+            message += (", " if i else " ") + name
+        self.recorder.event(cluster, NORMAL, c.EVENT_CREATED_WORKER_POD, message, "Create")
+
+    async def _create_pod(
+        self, cluster: Obj, pod: Obj, key: str, *, head: bool, announce: bool = True
+    ) -> str:
         if self.config.scheduler is not None:
             labels = pod["metadata"].get("labels") or {}
             group = c.HEAD_GROUP_NAME if head else labels.get(c.LABEL_GROUP, "")
@@ -763,10 +845,12 @@ class RayClusterReconciler:
             ) from exc
         if not pod_name:
             self.expectations.expect_create(key, ns, created["metadata"]["name"])
-        reason = c.EVENT_CREATED_HEAD_POD if head else c.EVENT_CREATED_WORKER_POD
-        self.recorder.event(
-            cluster, NORMAL, reason, f"Created pod {ns}/{created['metadata']['name']}", "Create"
-        )
+        created_name: str = created["metadata"]["name"]
+        if announce:
+            reason = c.EVENT_CREATED_HEAD_POD if head else c.EVENT_CREATED_WORKER_POD
+            message = f"Created pod {ns}/{created_name}"
+            self.recorder.event(cluster, NORMAL, reason, message, "Create")
+        return created_name
 
     async def _delete_pods(self, cluster: Obj, pods: list[Obj], key: str, fail_reason: str) -> None:
         for pod in pods:
@@ -900,6 +984,26 @@ def register(
     mgr: Manager, config: RayClusterConfig, namespaces: list[str] | None = None
 ) -> RayClusterReconciler:
     return RayClusterReconciler(mgr, config, namespaces=namespaces)
+
+
+async def _all(first: Awaitable[Any], second: Awaitable[T]) -> tuple[Any, T]:
+    """Runs both to completion (neither is abandoned halfway through its writes, whose
+    expectations must be settled), then raises the first failure, if any."""
+    results: list[Any] = list(await asyncio.gather(first, second, return_exceptions=True))
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results[0], cast(T, results[1])
+
+
+def _awaiting_scheduler(pod: Obj) -> bool:
+    """Created but not yet bound, and the scheduler has not (yet) found it unschedulable."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return False
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
+            return False
+    return True
 
 
 def _terminating(pod: Obj) -> bool:
