@@ -51,3 +51,40 @@ async def namespace(kube: KubeClient, request: pytest.FixtureRequest) -> AsyncIt
     await create_namespace(kube, name)
     yield name
     await delete_namespace(kube, name)
+
+
+@pytest.fixture(scope="session")
+def process_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    """A plane whose pods really run, as Linux processes (``runtime="process"``).
+
+    Skips when the machine cannot run it (needs root, ``ip`` and ``nsenter``). Container logs:
+    ``process_plane.container_log(namespace, pod, container)``.
+    """
+    from kuberay.devenv.nodeagent import supported
+
+    why = supported()
+    if why is not None:
+        pytest.skip(why)
+    directory = tmp_path_factory.mktemp("process-plane")
+    nodes = int(os.environ.get("KUBERAY_TEST_PROCESS_NODES", "1"))
+    config = PlaneConfig(directory=directory, runtime="process", process_nodes=nodes)
+    with running_plane(config) as p:
+        yield p
+
+
+@pytest.fixture(scope="session")
+async def process_kube(process_plane: Plane) -> AsyncIterator[KubeClient]:
+    config = load_kubeconfig(process_plane.kubeconfig)
+    config.qps = 0
+    async with KubeClient(config, user_agent="kuberay-tests") as client:
+        yield client
+
+
+@pytest.fixture
+async def process_namespace(
+    process_kube: KubeClient, request: pytest.FixtureRequest
+) -> AsyncIterator[str]:
+    name = unique_name(f"p-{request.node.name}")
+    await create_namespace(process_kube, name)
+    yield name
+    await delete_namespace(process_kube, name)

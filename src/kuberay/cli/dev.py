@@ -1,5 +1,6 @@
 """``kuberay dev``: build, start, inspect and stop the local control plane.
 
+``dev up --runtime process`` runs pods for real, as Linux processes (``devenv.nodeagent``).
 ``dev up`` starts a detached supervisor (``kuberay.devenv.supervisor``) that owns the plane, then
 follows its log until the plane is ready or the supervisor fails, so a cold build shows its
 progress here. ``dev down`` signals the supervisor and waits for it; a supervisor that does not
@@ -62,14 +63,23 @@ def _supervisor_pid(directory: Path) -> int | None:
 def _print_ready(state: dict[str, Any]) -> None:
     kubeconfig = state["kubeconfig"]
     kubectl = binaries.locate("kubectl")
-    nodes = state["config"]["nodes"]
-    print(f"Local control plane is up: {state['server']} ({nodes} KWOK nodes)")
+    config = state["config"]
+    if config.get("runtime") == "process":
+        nodes = f"{config['process_nodes']} process nodes: pods run as processes"
+    else:
+        nodes = f"{config['nodes']} KWOK nodes"
+    print(f"Local control plane is up: {state['server']} ({nodes})")
     print(f"  kubeconfig: {kubeconfig}")
     print(f"  logs:       {state['logs']}")
     print("Point kubectl at it with:")
     print(f"  export KUBECONFIG={kubeconfig}")
     if kubectl is not None:
         print(f"  alias kubectl={kubectl}   # kubectl built with the plane")
+    if config.get("runtime") == "process":
+        print(f"  pod logs:   {state['logs']}/pods/<namespace>_<pod>_<uid>/<container>.log")
+        print("Run the operator on the host with --use-kubernetes-proxy (cluster DNS names")
+        print("resolve only inside pods):")
+        print(f"  kuberay operator --kubeconfig {kubeconfig} --use-kubernetes-proxy")
     print("Stop it with: kuberay dev down")
 
 
@@ -98,6 +108,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     argv += [f"--node-memory={args.node_memory}", f"--node-gpus={args.node_gpus}"]
     if args.unlimited:
         argv.append("--unlimited")
+    argv += [f"--runtime={args.runtime}", f"--process-nodes={args.process_nodes}"]
+    if args.image_map is not None:
+        argv.append(f"--image-map={args.image_map.resolve()}")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             argv,

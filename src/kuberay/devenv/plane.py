@@ -3,6 +3,13 @@
 Used by the demo, every integration test and the benchmarks. Each component is the upstream
 binary (see ``binaries``), started as a child process with its own log file in ``<dir>/logs``.
 
+With ``runtime="process"`` there is no KWOK: pods really run, as Linux processes, under the node
+agent of ``devenv.nodeagent`` (a child process like the others, log ``logs/node-agent.log``,
+container logs under ``logs/pods/``). The plane then first creates its pod bridge and binds the
+apiserver on the bridge address (in the serving certificate too) so that pods can reach it; the
+``kubernetes`` Service's endpoint is that address. ``stop()`` removes the bridge and everything
+the pods left on the host.
+
 Invariants and failure modes:
 - No orphans. Every child is started with ``PR_SET_PDEATHSIG=SIGKILL`` so it dies with the process
   that started it, even if that process is SIGKILLed; each child gets its own session so that a
@@ -25,7 +32,9 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -33,15 +42,27 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kuberay.devenv import binaries
+from kuberay.devenv import binaries, nodeagent
 from kuberay.devenv.http import HTTPError, client_context, request
+from kuberay.devenv.nodeagent import container_log
+from kuberay.devenv.nodeagent.agent import AgentConfig
+from kuberay.devenv.nodeagent.dns import encode_name
+from kuberay.devenv.nodeagent.network import PodNetwork, allocate, release
+from kuberay.devenv.nodeagent.spec import ImageMap
 from kuberay.devenv.pki import ADMIN, CONTROLLER_MANAGER, KWOK, PKI, SCHEDULER, Identity
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = "10.96.0.0/16"
 # Pod addresses handed out by KWOK: data in pod status only, nothing is ever sent to them.
 KWOK_POD_CIDR = "10.64.0.1/12"
-STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+STOP_ORDER = (
+    "node-agent",
+    "kwok",
+    "kube-scheduler",
+    "kube-controller-manager",
+    "kube-apiserver",
+    "etcd",
+)
 CONTROLLERS = (
     "garbage-collector-controller",
     "job-controller",
@@ -103,6 +124,19 @@ class PlaneConfig:
     uncached_resources: tuple[str, ...] = ("podtemplates",)
     kwok: bool = True
     extra_sans: tuple[str, ...] = ()
+    # "kwok": fake nodes, pods never run. "process": real pods as processes (Linux, root); see
+    # kuberay.devenv.nodeagent. The process_* fields apply to the latter only.
+    runtime: str = "kwok"
+    process_nodes: int = 1
+    process_node_cpu: str = "16"
+    process_node_memory: str = "64Gi"
+    process_node_pods: int = 110
+    # Image -> Python environment mapping (JSON/YAML file); default: $KUBERAY_DEVENV_IMAGES, else
+    # every image runs with the interpreter that starts the plane. See nodeagent.spec.
+    image_map: Path | None = None
+    # Restart back-off of crashed containers: base doubling up to cap (seconds).
+    backoff_base: float = 1.0
+    backoff_cap: float = 10.0
     log: Callable[[str], None] = field(default=print, repr=False)
 
 
@@ -121,6 +155,8 @@ class Plane:
         self.config = config
         self.dir = config.directory
         self.pki = PKI(self.dir / "pki", extra_sans=config.extra_sans)
+        self.bind_address = config.bind_address
+        self.network: PodNetwork | None = None
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.ports: dict[str, int] = {}
         self.started_at = 0.0
@@ -137,7 +173,7 @@ class Plane:
 
     @property
     def server(self) -> str:
-        host = self.config.bind_address
+        host = self.bind_address
         if host in ("0.0.0.0", ""):
             host = "127.0.0.1"
         return f"https://{host}:{self.ports['kube-apiserver']}"
@@ -145,6 +181,29 @@ class Plane:
     @property
     def etcd_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['etcd']}"
+
+    @property
+    def process_runtime(self) -> bool:
+        return self.config.runtime == "process"
+
+    @property
+    def pod_gateway(self) -> str:
+        """The host's address as pods see it (bridge; apiserver, DNS): for host services that
+        pods must reach, e.g. a Redis a test starts. Process runtime only."""
+        if self.network is None:
+            raise PlaneError("pod_gateway exists only with runtime='process'")
+        return self.network.gateway
+
+    @property
+    def pod_logs(self) -> Path:
+        """Process-runtime container logs: ``<ns>_<pod>_<uid>/<container>.log``."""
+        return self.logs / "pods"
+
+    def container_log(
+        self, namespace: str, pod: str, container: str, previous: int | None = None
+    ) -> str:
+        """A process-runtime container's output (stdout+stderr) of its current instance."""
+        return container_log(self.pod_logs, namespace, pod, container, previous=previous)
 
     def admin_context(self) -> Any:
         return client_context(
@@ -165,6 +224,10 @@ class Plane:
         paths = binaries.ensure(self._needed_binaries(), log=cfg.log)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
+        if cfg.runtime not in ("kwok", "process"):
+            raise PlaneError(f"unknown runtime {cfg.runtime!r} (kwok or process)")
+        if self.process_runtime:
+            self._setup_network()
         self.pki.ensure()
         for name in ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager"):
             self.ports[name] = free_port()
@@ -176,7 +239,7 @@ class Plane:
             self._start_apiserver(paths["kube-apiserver"])
             self._start_controller_manager(paths["kube-controller-manager"])
             self._start_scheduler(paths["kube-scheduler"])
-            if cfg.kwok:
+            if self._kwok:
                 self._start_kwok(paths["kwok"])
             self._wait_healthy(
                 "kube-controller-manager",
@@ -188,10 +251,14 @@ class Plane:
                 f"https://127.0.0.1:{self.ports['kube-scheduler']}/healthz",
                 client_context(None),
             )
-            if cfg.kwok:
+            if self._kwok:
                 self._wait_healthy("kwok", f"http://127.0.0.1:{self.ports['kwok']}/healthz")
                 self.create_nodes(cfg.nodes)
                 self.wait_nodes_ready(cfg.nodes)
+            if self.process_runtime:
+                self._start_node_agent()
+                self.wait_nodes_ready(cfg.process_nodes, component="node-agent")
+                self._wait_dns()
         except BaseException:
             self.stop()
             raise
@@ -206,15 +273,91 @@ class Plane:
                 continue
             _terminate(proc, timeout)
         self.procs.clear()
+        if self.network is not None:
+            release(self.network)
+            self.network = None
         shutil.rmtree(self.dir / "etcd-data", ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             (self.dir / "state.json").unlink()
 
+    @property
+    def _kwok(self) -> bool:
+        return self.config.kwok and not self.process_runtime
+
     def _needed_binaries(self) -> list[str]:
         names = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
-        if self.config.kwok:
+        if self._kwok:
             names.append("kwok")
         return names
+
+    # ------------------------------------------------------------------ process runtime
+    def _setup_network(self) -> None:
+        why = nodeagent.supported()
+        if why is not None:
+            raise PlaneError(why)
+        self.network = allocate(os.getpid())
+        self.bind_address = self.network.gateway
+        sans = (*self.config.extra_sans, self.network.gateway)
+        self.pki = PKI(self.dir / "pki", extra_sans=sans)
+        self.config.log(
+            f"process runtime: bridge {self.network.bridge} on {self.network.subnet}, "
+            f"apiserver and DNS at {self.network.gateway}"
+        )
+
+    def _start_node_agent(self) -> None:
+        cfg = self.config
+        assert self.network is not None
+        images = ImageMap.load(cfg.image_map).to_json()
+        config = AgentConfig(
+            kubeconfig=str(self.kubeconfig),
+            nodes=[f"process-node-{i}" for i in range(cfg.process_nodes)],
+            network={"id": self.network.id, "subnet": self.network.subnet},
+            api_host=self.network.gateway,
+            api_port=self.ports["kube-apiserver"],
+            log_dir=str(self.pod_logs),
+            capacity={
+                "cpu": cfg.process_node_cpu,
+                "memory": cfg.process_node_memory,
+                "pods": str(cfg.process_node_pods),
+            },
+            images=images,
+            backoff_base=cfg.backoff_base,
+            backoff_cap=cfg.backoff_cap,
+            python=sys.executable,
+        )
+        self.pod_logs.mkdir(parents=True, exist_ok=True)
+        path = self.network.data_dir / "agent.json"
+        config.dump(path)
+        self._spawn("node-agent", [sys.executable, "-m", "kuberay.devenv.nodeagent", str(path)])
+
+    def _wait_dns(self, timeout: float = 30.0) -> None:
+        """Until cluster DNS answers for the apiserver's Service (its endpoint is published)."""
+        assert self.network is not None
+        query = dns_query("kubernetes.default.svc.cluster.local")
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while time.monotonic() < deadline:
+            proc = self.procs.get("node-agent")
+            if proc is not None and proc.poll() is not None:
+                raise PlaneError(
+                    f"node-agent exited with code {proc.returncode}; log:\n"
+                    + self.log_tail("node-agent")
+                )
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.settimeout(0.5)
+                try:
+                    sock.sendto(query, (self.network.gateway, 53))
+                    reply = sock.recv(512)
+                    if len(reply) > 12 and reply[7] > 0:  # ANCOUNT
+                        return
+                    last = f"rcode {reply[3] & 0xF}, {reply[7]} answers"
+                except OSError as exc:
+                    last = str(exc)
+            time.sleep(0.2)
+        raise PlaneError(
+            f"cluster DNS did not resolve the kubernetes Service in {timeout:.0f}s ({last}); "
+            "node-agent log:\n" + self.log_tail("node-agent")
+        )
 
     # ------------------------------------------------------------------ components
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
@@ -260,7 +403,7 @@ class Plane:
     def _start_apiserver(self, binary: Path) -> None:
         cfg = self.config
         pki = self.pki
-        bind = cfg.bind_address
+        bind = self.bind_address
         advertise = "127.0.0.1" if bind in ("0.0.0.0", "") else bind
         issuer = "https://kubernetes.default.svc.cluster.local"
         argv = [
@@ -420,18 +563,21 @@ class Plane:
             names.append(name)
         return names
 
-    def wait_nodes_ready(self, count: int, timeout: float = 60.0) -> None:
+    def wait_nodes_ready(self, count: int, timeout: float = 60.0, component: str = "kwok") -> None:
         deadline = time.monotonic() + timeout
         ready = 0
         while time.monotonic() < deadline:
+            proc = self.procs.get(component)
+            if proc is not None and proc.poll() is not None:
+                break
             nodes = self.api("GET", "/api/v1/nodes")["items"]
             ready = sum(1 for n in nodes if node_schedulable(n))
             if ready >= count:
                 return
             time.sleep(0.2)
         raise PlaneError(
-            f"only {ready}/{count} KWOK nodes became Ready in {timeout:.0f}s; kwok log:\n"
-            + self.log_tail("kwok")
+            f"only {ready}/{count} nodes became Ready in {timeout:.0f}s; {component} log:\n"
+            + self.log_tail(component)
         )
 
     def etcd_revision(self) -> int:
@@ -549,6 +695,11 @@ class Plane:
         tmp = self.dir / "state.json.tmp"
         tmp.write_text(json.dumps(self.state(), indent=2))
         os.replace(tmp, self.dir / "state.json")
+
+
+def dns_query(name: str, qid: int = 0x4B52) -> bytes:
+    """A minimal A query (for readiness checks of the process runtime's DNS)."""
+    return struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + encode_name(name) + b"\0\x01\0\x01"
 
 
 def node_schedulable(node: dict[str, Any]) -> bool:

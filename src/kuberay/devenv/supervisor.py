@@ -29,6 +29,9 @@ def plane_config_from_args(args: argparse.Namespace, directory: Path) -> PlaneCo
         node_memory=args.node_memory,
         node_gpus=args.node_gpus,
         unlimited=args.unlimited,
+        runtime=args.runtime,
+        process_nodes=args.process_nodes,
+        image_map=args.image_map,
         log=lambda m: print(m, flush=True),
     )
 
@@ -38,6 +41,22 @@ def add_plane_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-cpu", default="64", help="CPU capacity of each node")
     parser.add_argument("--node-memory", default="512Gi", help="memory capacity of each node")
     parser.add_argument("--node-gpus", type=int, default=4, help="nvidia.com/gpu per node")
+    parser.add_argument(
+        "--runtime",
+        choices=("kwok", "process"),
+        default="kwok",
+        help="kwok: fake nodes, pods never run (default); process: pods run as Linux processes "
+        "with real Ray (needs root), see kuberay.devenv.nodeagent",
+    )
+    parser.add_argument(
+        "--process-nodes", type=int, default=1, help="nodes of the process runtime (default 1)"
+    )
+    parser.add_argument(
+        "--image-map",
+        type=Path,
+        default=None,
+        help="JSON/YAML file mapping image prefixes to Python environments (process runtime)",
+    )
     parser.add_argument(
         "--unlimited",
         action="store_true",
