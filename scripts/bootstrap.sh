@@ -35,3 +35,15 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet -e '.[dev,e2e]'
   echo "$want" > "$stamp"
 fi
+
+# The GCS fault-tolerance end-to-end test runs a real Redis (Debian's redis-server). Installed
+# when this machine can (root with apt); otherwise that one test skips and says why.
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[bootstrap] installing redis-server (for the GCS fault-tolerance e2e test)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) \
+      || echo "[bootstrap] warning: could not install redis-server; the GCS FT e2e test will skip" >&2
+  else
+    echo "[bootstrap] note: redis-server not found; the GCS fault-tolerance e2e test will skip" >&2
+  fi
+fi

@@ -28,9 +28,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -236,3 +237,32 @@ def ray_head() -> Iterator[RayHead]:
     finally:
         stop_head(proc, temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="package")
+async def ray_operator(process_plane: Any, process_kube: Any) -> AsyncIterator[Any]:
+    """This project's operator against the process plane, with the CRDs installed.
+
+    ``--use-kubernetes-proxy``: the operator runs on the host, where cluster DNS names do not
+    resolve, so it reaches dashboards through the apiserver's service proxy."""
+    from kuberay.devenv.manifests import install_crds
+    from kuberay.devenv.operatorproc import OperatorProcess
+
+    await install_crds(process_kube)
+    op = OperatorProcess(process_plane, process_plane.logs, "--use-kubernetes-proxy")
+    op.start()
+    yield op
+    op.stop()
+
+
+@pytest.fixture
+async def ns(
+    process_kube: Any, ray_operator: Any, request: pytest.FixtureRequest
+) -> AsyncIterator[str]:
+    """A fresh namespace on the process plane, with the operator running."""
+    from kuberay.devenv.testing import create_namespace, delete_namespace, unique_name
+
+    name = unique_name(f"e2e-{request.node.name}", 30)
+    await create_namespace(process_kube, name)
+    yield name
+    await delete_namespace(process_kube, name)
