@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from kuberay.api import crdgen
-from kuberay.cli import demo, dev, operator
+from kuberay.cli import demo, dev, manifests, operator
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +18,12 @@ def build_parser() -> argparse.ArgumentParser:
     crds = sub.add_parser("crds", help="regenerate (or --check) deploy/crds from the API models")
     crdgen.add_arguments(crds)
     crds.set_defaults(func=crdgen.run)
+    install = sub.add_parser(
+        "manifests",
+        help="regenerate (or --check) deploy/rbac, deploy/operator.yaml and the Helm chart",
+    )
+    manifests.add_arguments(install)
+    install.set_defaults(func=manifests.run)
     return parser
 
 
