@@ -153,8 +153,20 @@ class Bench:
             await asyncio.sleep(0.5)
         raise TimeoutError(f"clusters in {ns} not converged after {self.timeout}s")
 
-    async def count_pods_watch(self, ns: str, total: int, started: float) -> float:
+    async def count_pods_watch(self, ns: str, total: int, started: float) -> tuple[float, float]:
+        """Seconds until every pod exists, and until every pod is Running+Ready (the same
+        end point as the ceiling's, so the two rates compare)."""
         seen: set[str] = set()
+        ready: set[str] = set()
+        exist_s = 0.0
+
+        def note(pod: dict[str, Any]) -> None:
+            name = pod["metadata"]["name"]
+            seen.add(name)
+            conditions = (pod.get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                ready.add(name)
+
         rv = (await self.kube.list(PODS, ns, limit=1))["metadata"]["resourceVersion"]
         while True:
             async for ev in self.kube.watch(
@@ -163,15 +175,20 @@ class Bench:
                 if ev.type == "ERROR":
                     break
                 rv = ev.object["metadata"]["resourceVersion"]
-                if ev.type == "ADDED":
-                    seen.add(ev.object["metadata"]["name"])
-                    if len(seen) >= total:
-                        return time.monotonic() - started
+                if ev.type in ("ADDED", "MODIFIED"):
+                    note(ev.object)
+                    if not exist_s and len(seen) >= total:
+                        exist_s = time.monotonic() - started
+                    if len(ready) >= total:
+                        return exist_s, time.monotonic() - started
             listed = await self.kube.list(PODS, ns)
-            seen.update(p["metadata"]["name"] for p in listed["items"])
+            for pod in listed["items"]:
+                note(pod)
             rv = listed["metadata"]["resourceVersion"]
-            if len(seen) >= total:
-                return time.monotonic() - started
+            if not exist_s and len(seen) >= total:
+                exist_s = time.monotonic() - started
+            if len(ready) >= total:
+                return exist_s, time.monotonic() - started
 
     async def delete_namespace(self, ns: str) -> None:
         try:
@@ -202,7 +219,7 @@ class Bench:
 
         await asyncio.gather(*(make(i) for i in range(n)))
         ready = await self.wait_all_ready(ns, {f"rc-{i}" for i in range(n)})
-        exist = await asyncio.wait_for(counter, self.timeout)
+        exist, pods_ready = await asyncio.wait_for(counter, self.timeout)
         await asyncio.sleep(5)  # steady state
         p1 = proc_stats(self.op_pid)
         reqs = diff(scrape(self.metrics_port), before)
@@ -220,7 +237,9 @@ class Bench:
             "pods": total,
             "all_pods_exist_s": round(exist, 1),
             "all_ready_s": round(ready, 1),
+            "all_pods_ready_s": round(pods_ready, 1),
             "pods_per_s": round(total / exist, 1),
+            "pods_ready_per_s": round(total / pods_ready, 1),
             "operator_cpu_s": round(p1["cpu"] - p0["cpu"], 1),
             "operator_peak_rss_mib": round(p1.get("VmHWM", 0), 1),
             "operator_steady_rss_mib": round(p1.get("VmRSS", 0), 1),
@@ -405,9 +424,11 @@ async def run_all(
                 n, m = (int(x) for x in size.lower().split("x"))
                 r = await bench.size(n, m, idle.get("VmRSS", 0))
                 if "ceiling" in result:
-                    r["fraction_of_ceiling"] = round(
-                        r["pods_per_s"] / result["ceiling"]["ceiling_pods_per_second"], 2
-                    )
+                    # Same end point as the ceiling (every pod Running+Ready), so comparable;
+                    # the creation rate (pods_per_s) is reported beside it.
+                    ceiling_rate = result["ceiling"]["ceiling_pods_per_second"]
+                    r["fraction_of_ceiling"] = round(r["pods_ready_per_s"] / ceiling_rate, 2)
+                    r["creation_fraction_of_ceiling"] = round(r["pods_per_s"] / ceiling_rate, 2)
                 result["sizes"].append(r)
                 print(
                     f"size {size}: {r['all_ready_s']}s to ready, {r['pods_per_s']} pods/s",
@@ -435,9 +456,15 @@ def markdown(result: dict[str, Any]) -> str:
     for r in result.get("sizes", []):
         tag = f"{r['clusters']}x{r['workers']}"
         frac = f" ({r['fraction_of_ceiling']:.0%} of ceiling)" if "fraction_of_ceiling" in r else ""
+        cfrac = (
+            f" ({r['creation_fraction_of_ceiling']:.0%})"
+            if "creation_fraction_of_ceiling" in r
+            else ""
+        )
         lines += [
-            f"| {tag}: all pods exist / all ready | {r['all_pods_exist_s']} s / {r['all_ready_s']} s |",
-            f"| {tag}: pods per second | {r['pods_per_s']}{frac} |",
+            f"| {tag}: all pods exist / all pods Ready / all clusters ready | {r['all_pods_exist_s']} s / {r['all_pods_ready_s']} s / {r['all_ready_s']} s |",
+            f"| {tag}: pods Ready per second | {r['pods_ready_per_s']}{frac} |",
+            f"| {tag}: pods created per second | {r['pods_per_s']}{cfrac} |",
             f"| {tag}: operator CPU | {r['operator_cpu_s']} s |",
             f"| {tag}: operator RSS peak / steady / per pod | {r['operator_peak_rss_mib']} / {r['operator_steady_rss_mib']} MiB / {r['rss_per_pod_kib']} KiB |",
             f"| {tag}: 409 conflicts, status writes per cluster | {r['conflicts_409']}, {r['status_writes_per_cluster']} |",

@@ -4,8 +4,9 @@ Invariants and failure modes:
 - Level-triggered and idempotent: every pass starts from the cached RayCluster and pods, so a
   restart or a lost event costs one extra pass, never a wrong action.
 - No duplicate pods and no double deletes: each pod create/delete is recorded in expectations
-  before it is sent, and a group (head, or one worker group) is only acted on when the cache has
-  seen all of that group's recorded writes. Pod names are chosen before the create (random
+  before it is sent (and kept when the answer is lost, since the write may have landed), and
+  a group (head, or one worker group) is only acted on when the cache has seen all of that
+  group's recorded writes. Pod names are chosen before the create (random
   suffix injected into the pure builder) so that the expectation names the pod.
 - Bounded work per pass: at most ``max_creates_per_pass`` pods are created per reconcile, then
   the key goes to the back of the queue, so one huge scale-up cannot starve small clusters.
@@ -131,7 +132,7 @@ class RayClusterConfig:
     # only lengthens its queue, and every small cluster created meanwhile waits behind that
     # queue. 0 turns the hold off. Never applied with a batch scheduler or a custom
     # schedulerName: gang schedulers bind nothing until the whole gang exists.
-    max_unbound_per_group: int = 100
+    max_unbound_per_group: int = 30
     hold_requeue_seconds: float = 0.5
     create_parallelism: int = 20
     concurrency: int = 8
@@ -831,7 +832,7 @@ class RayClusterReconciler:
         try:
             created = await self.client.create(PODS, pod, ns)
         except ApiError as exc:
-            if pod_name:
+            if pod_name and _surely_not_written(exc):
                 self.expectations.observe_failure(key, ns, pod_name)
             reason = (
                 c.EVENT_FAILED_TO_CREATE_HEAD_POD if head else c.EVENT_FAILED_TO_CREATE_WORKER_POD
@@ -862,7 +863,8 @@ class RayClusterReconciler:
             except NotFound:
                 continue
             except ApiError as exc:
-                self.expectations.observe_failure(group_key, meta["namespace"], meta["name"])
+                if _surely_not_written(exc):
+                    self.expectations.observe_failure(group_key, meta["namespace"], meta["name"])
                 raise _ReconcileError(fail_reason, exc.message or str(exc)) from exc
             head = meta["labels"].get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD
             reason = c.EVENT_DELETED_HEAD_POD if head else c.EVENT_DELETED_WORKER_POD
@@ -994,6 +996,15 @@ async def _all(first: Awaitable[Any], second: Awaitable[T]) -> tuple[Any, T]:
         if isinstance(result, BaseException):
             raise result
     return results[0], cast(T, results[1])
+
+
+def _surely_not_written(exc: ApiError) -> bool:
+    """Only a definite rejection (4xx other than AlreadyExists/Conflict and request timeout)
+    proves that a write did not happen. A lost connection, a client timeout or a 5xx (the
+    apiserver answers 504 while the write may still commit) leave it unknown, so the
+    expectation must stay until the cache shows the outcome or it expires; forgetting it there
+    would let the next pass create the same kind of pod a second time."""
+    return 400 <= exc.status < 500 and exc.status not in (408, 409)
 
 
 def _awaiting_scheduler(pod: Obj) -> bool:

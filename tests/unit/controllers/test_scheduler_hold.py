@@ -89,3 +89,18 @@ def test_a_batch_gets_one_event_naming_pods_within_the_note_limit() -> None:
     assert len(message) <= 1000
     small = announce([f"w{i}" for i in range(8)])[0][1]
     assert small == "Created 8 worker pods in ns: w0, w1, w2, w3, w4, w5, w6, w7"
+
+
+def test_only_a_definite_rejection_forgets_a_write() -> None:
+    """A lost answer may hide a write that landed: forgetting it would allow a duplicate pod."""
+    from kuberay.controllers.raycluster import _surely_not_written
+    from kuberay.runtime.errors import error_for
+
+    def err(status: int) -> Any:
+        return error_for(status, {"reason": "x", "message": "m"}, "POST", "/api/v1/pods")
+
+    assert _surely_not_written(err(422))
+    assert _surely_not_written(err(403))
+    assert _surely_not_written(err(429))
+    for unknown in (0, 408, 409, 500, 503, 504):
+        assert not _surely_not_written(err(unknown)), unknown
