@@ -30,9 +30,9 @@ import logging
 import os
 import secrets
 import sys
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -86,7 +86,6 @@ from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
 from kuberay.schedulers import BatchScheduler
 
 log = logging.getLogger("kuberay.controllers.raycluster")
-T = TypeVar("T")
 
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", kind="Role")
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", kind="RoleBinding")
@@ -270,15 +269,13 @@ class RayClusterReconciler:
         more_work = DONE
         try:
             # What pods need at creation (their service account, the auth Secret, the GCS
-            # volume) comes first; Services and the Ingress are independent of the pods and are
-            # written concurrently with them, which saves a new cluster two round trips.
+            # volume) comes first, then Services and the Ingress, then pods.
             await self._reconcile_rbac(cluster)
             await self._reconcile_auth_secret(cluster)
             if cb.is_gcs_ft_embedded(cluster) and not storeb.uses_user_claim(cluster):
                 await self._create_if_missing(PVCS, storeb.build_gcs_pvc(cluster))
-            _, more_work = await _all(
-                self._reconcile_services(cluster), self._reconcile_pods(cluster)
-            )
+            await self._reconcile_services(cluster)
+            more_work = await self._reconcile_pods(cluster)
         except _ReconcileError as exc:
             error = exc
         except Conflict:
@@ -581,10 +578,8 @@ class RayClusterReconciler:
 
         if self.config.scheduler is not None:
             await self.config.scheduler.on_submission(self.client, cluster)
-        _, more = await _all(
-            self._reconcile_head(cluster, heads), self._reconcile_groups(cluster, pods)
-        )
-        return more
+        await self._reconcile_head(cluster, heads)
+        return await self._reconcile_groups(cluster, pods)
 
     async def _reconcile_groups(self, cluster: Obj, pods: list[Obj]) -> int:
         spec = cluster["spec"]
@@ -986,16 +981,6 @@ def register(
     mgr: Manager, config: RayClusterConfig, namespaces: list[str] | None = None
 ) -> RayClusterReconciler:
     return RayClusterReconciler(mgr, config, namespaces=namespaces)
-
-
-async def _all(first: Awaitable[Any], second: Awaitable[T]) -> tuple[Any, T]:
-    """Runs both to completion (neither is abandoned halfway through its writes, whose
-    expectations must be settled), then raises the first failure, if any."""
-    results: list[Any] = list(await asyncio.gather(first, second, return_exceptions=True))
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return results[0], cast(T, results[1])
 
 
 def _surely_not_written(exc: ApiError) -> bool:
