@@ -18,13 +18,16 @@ import pytest
 import yaml
 
 from kuberay.devenv.testing import wait_for
-from kuberay.runtime.client import KubeClient
+from kuberay.runtime.client import CONFIGMAPS, KubeClient
 
 from .raykube import RAYCLUSTERS, RAYSERVICES, ahttp, cluster_spec, service_endpoints
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-APPS = str(Path(__file__).parent / "apps")
+APP_SOURCE = (Path(__file__).parent / "apps" / "kuberay_e2e_app.py").read_text()
+# The app reaches the pods through a ConfigMap volume, as it would on a real cluster (the
+# checkout may not even be visible to pods: their /tmp is private).
+APPS = "/tmp/kuberay-e2e-apps"
 
 
 def serve_config(greeting: str) -> str:
@@ -46,6 +49,10 @@ def rayservice(name: str, greeting: str, marker: str) -> dict[str, Any]:
     spec = cluster_spec(head_cpus="1")
     head = spec["headGroupSpec"]["template"]["spec"]["containers"][0]
     head["env"] = [{"name": "PYTHONPATH", "value": APPS}, {"name": "MARKER", "value": marker}]
+    head["volumeMounts"] = [{"name": "apps", "mountPath": APPS}]
+    spec["headGroupSpec"]["template"]["spec"]["volumes"] = [
+        {"name": "apps", "configMap": {"name": "e2e-apps"}}
+    ]
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayService",
@@ -95,6 +102,13 @@ class Client:
 async def test_serve_app_config_change_and_blue_green_upgrade(
     process_kube: KubeClient, ns: str
 ) -> None:
+    app = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "e2e-apps"},
+        "data": {"kuberay_e2e_app.py": APP_SOURCE},
+    }
+    await process_kube.create(CONFIGMAPS, app, ns)
     await process_kube.create(RAYSERVICES, rayservice("svc", "v1", "a"), ns)
     first = await wait_for(
         process_kube, RAYSERVICES, "svc", ns, ready, timeout=400, what="Ready", interval=1

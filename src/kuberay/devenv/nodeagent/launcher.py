@@ -193,6 +193,10 @@ def run_container(spec: dict[str, Any]) -> int:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     os.makedirs(spec["tmp"], exist_ok=True)
     os.chmod(spec["tmp"], 0o1777)
+    for kept in spec.get("keep", []):
+        # Bound into the private /tmp first, so the recursive bind below carries it along.
+        if kept.startswith("/tmp/") and os.path.isdir(kept):
+            bind(kept, spec["tmp"] + kept[len("/tmp") :], False)
     bind(spec["tmp"], "/tmp", False)
     binds = sorted(spec.get("binds", []), key=lambda b: b[1].rstrip("/").count("/"))
     for source, target, read_only in binds:

@@ -637,6 +637,9 @@ class PodWorker:
             "sandbox_pid": self.sandbox.pid,
             "tmp": str(cdir / f"{c.name}-tmp-{c.restart_count}"),
             "binds": self._mounts(c),
+            # The container's environment stays visible through its private /tmp (a checkout
+            # and its .venv under /tmp, as in CI, would otherwise vanish from PATH).
+            "keep": [c.image_id.removeprefix("process://")],
             "argv": argv,
             "env": c.env,
             "cwd": c.working_dir,
