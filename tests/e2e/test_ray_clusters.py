@@ -46,15 +46,18 @@ def cluster_ready(obj: dict[str, Any]) -> bool:
     return (obj.get("status") or {}).get("state") == "ready"
 
 
+async def start_cluster(kube: KubeClient, ns: str, name: str, spec: dict[str, Any]) -> str:
+    """Creates the RayCluster, waits for `ready`; returns its dashboard URL (head pod IP)."""
+    await kube.create(RAYCLUSTERS, raycluster(name, spec), ns)
+    await wait_for(kube, RAYCLUSTERS, name, ns, cluster_ready, timeout=READY_TIMEOUT, what="ready")
+    return f"http://{await head_ip(kube, ns, name)}:8265"
+
+
 async def test_raycluster_forms_and_runs_a_task_on_a_worker(
     process_kube: KubeClient, ns: str
 ) -> None:
     spec = cluster_spec(worker_group("small", 1), worker_group("other", 1))
-    await process_kube.create(RAYCLUSTERS, raycluster("forms", spec), ns)
-    await wait_for(
-        process_kube, RAYCLUSTERS, "forms", ns, cluster_ready, timeout=READY_TIMEOUT, what="ready"
-    )
-    dashboard = f"http://{await head_ip(process_kube, ns, 'forms')}:8265"
+    dashboard = await start_cluster(process_kube, ns, "forms", spec)
     deadline = time.monotonic() + 120
     while await alive_nodes(dashboard) < 3:
         assert time.monotonic() < deadline, "the dashboard never listed 3 alive nodes"
@@ -135,11 +138,7 @@ async def test_autoscaler_scales_a_group_up_and_back_down(
     spec = cluster_spec(worker_group("auto", 0, min_replicas=0, max_replicas=2))
     spec["enableInTreeAutoscaling"] = True
     spec["autoscalerOptions"] = {"idleTimeoutSeconds": 15}
-    await process_kube.create(RAYCLUSTERS, raycluster("auto", spec), ns)
-    await wait_for(
-        process_kube, RAYCLUSTERS, "auto", ns, cluster_ready, timeout=READY_TIMEOUT, what="ready"
-    )
-    dashboard = f"http://{await head_ip(process_kube, ns, 'auto')}:8265"
+    dashboard = await start_cluster(process_kube, ns, "auto", spec)
     entry = (
         'python -c "import ray, time; ray.init();'
         " f = ray.remote(num_cpus=1)(lambda: time.sleep(5) or 1);"
@@ -235,11 +234,7 @@ async def test_gcs_fault_tolerance_with_redis(
     with redis_server(host, tmp_path) as port:
         spec = cluster_spec(worker_group("w", 1))
         spec["gcsFaultToleranceOptions"] = {"redisAddress": f"{host}:{port}"}
-        await process_kube.create(RAYCLUSTERS, raycluster("ft", spec), ns)
-        await wait_for(
-            process_kube, RAYCLUSTERS, "ft", ns, cluster_ready, timeout=READY_TIMEOUT, what="ready"
-        )
-        dashboard = f"http://{await head_ip(process_kube, ns, 'ft')}:8265"
+        dashboard = await start_cluster(process_kube, ns, "ft", spec)
         make_actor = (
             "python -c \"import ray; ray.init(namespace='ft');"
             " C = ray.remote(num_cpus=0.1)(type('C', (), {'__init__': lambda s: setattr(s, 'n', 0),"

@@ -33,11 +33,13 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from kuberay.builders import quantity
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IMAGES_ENV = "KUBERAY_DEVENV_IMAGES"
@@ -112,34 +114,11 @@ class ImageMap:
 
 
 # ---------------------------------------------------------------------- quantities
-_SUFFIX = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal(10**3),
-    "M": Decimal(10**6),
-    "G": Decimal(10**9),
-    "T": Decimal(10**12),
-    "P": Decimal(10**15),
-    "E": Decimal(10**18),
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-}
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
-
-
-def parse_quantity(text: str | int | float) -> Decimal:
-    match = _QUANTITY.match(str(text).strip())
-    if not match or match.group(2) not in _SUFFIX:
-        raise ValueError(f"not a quantity: {text!r}")
+def parse_quantity(text: str | int | float) -> Fraction:
+    """Exact value of a Kubernetes quantity (the builders' parser, one grammar for both)."""
     try:
-        return Decimal(match.group(1)) * _SUFFIX[match.group(2)]
-    except InvalidOperation as exc:
+        return quantity.parse_quantity(str(text)).value
+    except quantity.QuantityError as exc:
         raise ValueError(f"not a quantity: {text!r}") from exc
 
 
@@ -216,7 +195,7 @@ def resource_ref(
         raw = facts.node_allocatable.get(resource, "0")
     value = parse_quantity(raw)
     # The API defaults an unset divisor to "0", which means 1 (as in kubelet).
-    divisor = parse_quantity(ref.get("divisor") or "1") or Decimal(1)
+    divisor = parse_quantity(ref.get("divisor") or "1") or Fraction(1)
     return str(math.ceil(value / divisor))
 
 
