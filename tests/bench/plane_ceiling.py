@@ -16,6 +16,7 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,15 @@ def _pod(i: int) -> dict[str, Any]:
     }
 
 
-async def ceiling(plane: Plane, pods: int, concurrency: int, timeout: float) -> dict[str, float]:
+async def ceiling(
+    plane: Plane,
+    pods: int,
+    concurrency: int,
+    timeout: float,
+    make_pod: Callable[[int], dict[str, Any]] = _pod,
+) -> dict[str, float]:
+    """``make_pod`` lets an operator benchmark measure the ceiling with the very pods the
+    operator would create (their size and shape cost the apiserver, scheduler and KWOK)."""
     config = load_kubeconfig(plane.kubeconfig)
     config.qps = 0
     async with KubeClient(config, user_agent="bench-ceiling") as kube:
@@ -86,7 +95,7 @@ async def ceiling(plane: Plane, pods: int, concurrency: int, timeout: float) -> 
                     i = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                await kube.create(PODS, _pod(i), ns)
+                await kube.create(PODS, make_pod(i), ns)
 
         start = time.monotonic()
         await asyncio.gather(*(worker() for _ in range(concurrency)))

@@ -37,6 +37,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from plane_ceiling import ceiling
 
+from kuberay.builders import pod as podb
+from kuberay.builders.options import BuildOptions
 from kuberay.devenv.manifests import install_crds
 from kuberay.devenv.plane import Plane, PlaneConfig, free_port
 from kuberay.devenv.testing import create_namespace
@@ -86,6 +88,33 @@ def cluster(name: str, workers: int, cpu: str = "100m") -> dict[str, Any]:
     }
 
 
+def operator_shaped_pod(i: int, workers: int, ns: str = "bench-ceiling") -> dict[str, Any]:
+    """Pod ``i`` of a run of ``cluster(..., workers)`` clusters, exactly as the operator's
+    builders make it, minus the owner reference (its RayCluster does not exist here, and the
+    garbage collector would delete the pod)."""
+    rc = cluster(f"ce-{i // (workers + 1)}", workers)
+    rc["metadata"].update(namespace=ns, uid=f"00000000-0000-0000-0000-{i:012d}")
+    if i % (workers + 1) == 0:
+        pod = podb.build_head_pod(rc, BuildOptions(), name_suffix=f"{i}")
+    else:
+        group = rc["spec"]["workerGroupSpecs"][0]
+        pod = podb.build_worker_pod(rc, group, BuildOptions(), name_suffix=f"{i}", replica_index=0)
+    pod["metadata"].pop("ownerReferences", None)
+    pod["metadata"].pop("generateName", None)
+    pod["metadata"]["name"] = f"ce-{i}"
+    return pod
+
+
+def plane_cpu(plane: Plane | None, before: dict[str, float] | None = None) -> dict[str, float]:
+    """CPU seconds per control-plane component (since ``before`` when given)."""
+    if plane is None:
+        return {}
+    now = plane.cpu_seconds()
+    if before is None:
+        return now
+    return {k: round(v - before.get(k, 0.0), 1) for k, v in now.items()}
+
+
 def proc_stats(pid: int) -> dict[str, float]:
     tick = os.sysconf("SC_CLK_TCK")
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -121,7 +150,15 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Bench:
-    def __init__(self, kube: KubeClient, op_pid: int, metrics_port: int, timeout: float) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        op_pid: int,
+        metrics_port: int,
+        timeout: float,
+        plane: Plane | None = None,
+    ) -> None:
+        self.plane = plane
         self.kube = kube
         self.op_pid = op_pid
         self.metrics_port = metrics_port
@@ -134,24 +171,50 @@ class Bench:
     async def wait_all_ready(
         self, ns: str, names: set[str], want_workers: dict[str, int] | None = None
     ) -> float:
+        """Seconds until every named cluster is ``ready`` (with the wanted worker counts). It
+        watches rather than polls: a list of every RayCluster twice a second loaded the
+        apiserver in the operator's runs only, and rounded latencies up to the poll period."""
         start = time.monotonic()
-        while time.monotonic() - start < self.timeout:
-            states = await self.ready_states(ns)
-            done = 0
-            for name in names:
-                st = (states.get(name) or {}).get("status") or {}
-                ok = st.get("state") == "ready"
-                if want_workers is not None:
-                    ok = (
-                        ok
-                        and st.get("availableWorkerReplicas") == want_workers[name]
-                        and st.get("desiredWorkerReplicas") == want_workers[name]
-                    )
-                done += ok
-            if done == len(names):
-                return time.monotonic() - start
-            await asyncio.sleep(0.5)
-        raise TimeoutError(f"clusters in {ns} not converged after {self.timeout}s")
+
+        def converged(obj: dict[str, Any] | None) -> bool:
+            st = (obj or {}).get("status") or {}
+            if st.get("state") != "ready":
+                return False
+            if want_workers is None:
+                return True
+            name = (obj or {})["metadata"]["name"]
+            return (
+                st.get("availableWorkerReplicas") == want_workers[name]
+                and st.get("desiredWorkerReplicas") == want_workers[name]
+            )
+
+        pending = set(names)
+        try:
+            async with asyncio.timeout(self.timeout):
+                while True:
+                    listed = await self.kube.list(RAYCLUSTERS, ns)
+                    for obj in listed["items"]:
+                        if converged(obj):
+                            pending.discard(obj["metadata"]["name"])
+                    if not pending:
+                        return time.monotonic() - start
+                    rv = listed["metadata"]["resourceVersion"]
+                    async for ev in self.kube.watch(
+                        RAYCLUSTERS, ns, resource_version=rv, timeout_seconds=int(self.timeout)
+                    ):
+                        if ev.type == "ERROR":
+                            break  # relist
+                        name = ev.object["metadata"]["name"]
+                        if name not in names:
+                            continue
+                        if ev.type != "DELETED" and converged(ev.object):
+                            pending.discard(name)
+                        else:
+                            pending.add(name)
+                        if not pending:
+                            return time.monotonic() - start
+        except TimeoutError:
+            raise TimeoutError(f"clusters in {ns} not converged after {self.timeout}s") from None
 
     async def count_pods_watch(self, ns: str, total: int, started: float) -> tuple[float, float]:
         """Seconds until every pod exists, and until every pod is Running+Ready (the same
@@ -209,6 +272,7 @@ class Bench:
         total = n * (m + 1)
         before = scrape(self.metrics_port)
         p0 = proc_stats(self.op_pid)
+        cpu0 = plane_cpu(self.plane)
         start = time.monotonic()
         counter = asyncio.create_task(self.count_pods_watch(ns, total, start))
         sem = asyncio.Semaphore(16)
@@ -220,6 +284,7 @@ class Bench:
         await asyncio.gather(*(make(i) for i in range(n)))
         ready = await self.wait_all_ready(ns, {f"rc-{i}" for i in range(n)})
         exist, pods_ready = await asyncio.wait_for(counter, self.timeout)
+        cpu_busy = plane_cpu(self.plane, cpu0)
         await asyncio.sleep(5)  # steady state
         p1 = proc_stats(self.op_pid)
         reqs = diff(scrape(self.metrics_port), before)
@@ -247,6 +312,7 @@ class Bench:
             "requests_per_cluster": {k: round(v / n, 2) for k, v in sorted(by_verb.items())},
             "conflicts_409": int(conflicts),
             "status_writes_per_cluster": round(status_writes / n, 2),
+            "plane_cpu_s": cpu_busy,
         }
         await self.delete_namespace(ns)
         return result
@@ -410,15 +476,21 @@ async def run_all(
     async with KubeClient(config, user_agent="bench-scale") as kube:
         await install_crds(kube)
         if plane is not None and not args.no_ceiling:
-            result["ceiling"] = await ceiling(plane, args.ceiling_pods, 64, args.timeout)
-            bench_ns = "bench-ceiling"
-            await kube.delete(NAMESPACES, bench_ns)
+            n, m = (int(x) for x in (args.sizes.split(",")[-1] or "200x10").split("x"))
+            pods = args.ceiling_pods or n * (m + 1)
+            cpu0 = plane_cpu(plane)
+            result["ceiling"] = await ceiling(
+                plane, pods, 64, args.timeout, lambda i: operator_shaped_pod(i, m)
+            )
+            result["ceiling"]["plane_cpu_s"] = plane_cpu(plane, cpu0)
+            # Wait for the ceiling's pods to be gone: their deletion would load the first size.
+            await Bench(kube, 0, 0, args.timeout).delete_namespace("bench-ceiling")
         proc, port = start_operator(kubeconfig, workdir / "operator.log", args.concurrency)
         try:
             await asyncio.sleep(3)
             idle = proc_stats(proc.pid)
             result["operator_idle_rss_mib"] = round(idle.get("VmRSS", 0), 1)
-            bench = Bench(kube, proc.pid, port, args.timeout)
+            bench = Bench(kube, proc.pid, port, args.timeout, plane)
             result["sizes"] = []
             for size in filter(None, args.sizes.split(",")):
                 n, m = (int(x) for x in size.lower().split("x"))
@@ -446,12 +518,20 @@ async def run_all(
     return result
 
 
+def _cpu(by_component: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(by_component.items())) or "-"
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = ["| figure | value |", "|---|---|"]
     if "ceiling" in result:
+        ce = result["ceiling"]
         lines.append(
-            f"| ceiling (no operator) | {result['ceiling']['ceiling_pods_per_second']} pods/s |"
+            f"| ceiling (no operator, {ce['pods']} operator-shaped pods) | "
+            f"{ce['ceiling_pods_per_second']} pods/s |"
         )
+        if ce.get("plane_cpu_s"):
+            lines.append(f"| ceiling: plane CPU s | {_cpu(ce['plane_cpu_s'])} |")
     lines.append(f"| operator idle RSS | {result['operator_idle_rss_mib']} MiB |")
     for r in result.get("sizes", []):
         tag = f"{r['clusters']}x{r['workers']}"
@@ -468,6 +548,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {tag}: operator CPU | {r['operator_cpu_s']} s |",
             f"| {tag}: operator RSS peak / steady / per pod | {r['operator_peak_rss_mib']} / {r['operator_steady_rss_mib']} MiB / {r['rss_per_pod_kib']} KiB |",
             f"| {tag}: 409 conflicts, status writes per cluster | {r['conflicts_409']}, {r['status_writes_per_cluster']} |",
+            f"| {tag}: plane CPU s until all Ready | {_cpu(r.get('plane_cpu_s') or {})} |",
             f"| {tag}: requests per cluster | {', '.join(f'{k}={v}' for k, v in r['requests_per_cluster'].items())} |",
         ]
     f = result.get("fairness")
@@ -492,7 +573,12 @@ def main() -> int:
     parser.add_argument("--sizes", default="50x10,100x10,200x10")
     parser.add_argument("--nodes", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--ceiling-pods", type=int, default=1000)
+    parser.add_argument(
+        "--ceiling-pods",
+        type=int,
+        default=0,
+        help="pods for the ceiling run (default: as many as the last size has)",
+    )
     parser.add_argument("--no-ceiling", action="store_true")
     parser.add_argument("--fairness-workers", type=int, default=1000)
     parser.add_argument("--small", type=int, default=10)

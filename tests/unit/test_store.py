@@ -1,10 +1,11 @@
-"""Indexed store: index consistency, relist differences, projection."""
+"""Indexed store: index consistency, relist differences, projection, shared values."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from kuberay.runtime.store import POD_FIELDS, Store, index_by_label, project
+from kuberay.runtime.store import POD_FIELDS, Sharer, Store, index_by_label, project, projector
 
 
 def _obj(
@@ -83,3 +84,52 @@ def test_pod_projection_keeps_what_controllers_read() -> None:
         "containers": [{"name": "ray-head", "image": "ray"}],
     }
     assert projected["status"] == pod["status"]
+
+
+def _ray_pod(name: str, ready_at: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "a",
+            "labels": {"ray.io/cluster": "rc", "ray.io/group": "g"},
+            "ownerReferences": [{"uid": "u1", "kind": "RayCluster", "name": "rc"}],
+        },
+        "spec": {"containers": [{"name": "ray-worker", "image": "ray", "env": [{"name": "A"}]}]},
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}],
+        },
+    }
+
+
+def test_equal_projected_values_are_one_object_across_pods() -> None:
+    transform = projector(POD_FIELDS)
+    a = transform(_ray_pod("a", "2026-01-01T00:00:00Z"))
+    b = transform(_ray_pod("b", "2026-01-01T00:00:00Z"))
+    c = transform(_ray_pod("c", "2026-01-01T00:00:09Z"))
+    assert a["metadata"]["labels"] is b["metadata"]["labels"] is c["metadata"]["labels"]
+    assert a["metadata"]["ownerReferences"] is c["metadata"]["ownerReferences"]
+    assert a["spec"]["containers"] is c["spec"]["containers"]
+    assert a["spec"]["containers"] == [{"name": "ray-worker", "image": "ray"}]
+    assert a["status"]["conditions"] is b["status"]["conditions"]
+    assert c["status"]["conditions"] is not a["status"]["conditions"]
+    assert c["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:09Z"
+    # Names stay per pod, and the projection equals the unshared one.
+    assert a["metadata"]["name"] == "a"
+    assert b["metadata"]["name"] == "b"
+    assert a == project(_ray_pod("a", "2026-01-01T00:00:00Z"), POD_FIELDS)
+
+
+def test_sharer_never_confuses_different_values_and_forgets_when_full() -> None:
+    sharer = Sharer(limit=3)
+    values = [{"k": str(i)} for i in range(10)]
+    shared = [sharer.share(copy.deepcopy(v)) for v in values]
+    assert shared == values
+    assert sharer.share({"k": "9"}) is shared[9]
+    # Every value stays what it was even after the memo was cleared several times.
+    assert [sharer.share(copy.deepcopy(v)) for v in values] == values
+    assert sharer.share({}) == {}
+    assert sharer.share([1, "x"]) == [1, "x"]
+    assert sharer.share("text") == "text"

@@ -9,6 +9,10 @@ Invariants and failure modes:
 - Memory per object is the main cost of a controller at scale, so objects are stripped of
   ``managedFields`` and may be projected to the fields controllers read (``project``); a
   projected object is still a valid, smaller dict of the same shape.
+- Fields marked ``Shared`` in a projection are deduplicated: equal values (a group's labels,
+  containers, owner reference; conditions stamped in the same second) become one object used by
+  many cached pods. Cached objects are therefore read-only: a consumer that wants to change one
+  copies it first (controllers deep-copy what they write, and build new objects for writes).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
+
+import orjson
 
 Obj = dict[str, Any]
 IndexFunc = Callable[[Obj], Iterable[str]]
@@ -71,14 +77,53 @@ def strip_managed_fields(obj: Obj) -> Obj:
     return obj
 
 
-# A field tree: a mapping from key to either True (keep whole value) or a nested tree; a list
-# value is projected item by item with the same nested tree.
-FieldTree = Mapping[str, "bool | FieldTree"]
+class Shared:
+    """Marks a projected field whose value repeats across objects, so equal values are kept
+    once (see ``Sharer``). ``tree`` is what to keep of it: True (all) or a nested field tree."""
+
+    __slots__ = ("tree",)
+
+    def __init__(self, tree: bool | FieldTree = True) -> None:
+        self.tree = tree
 
 
-def project(obj: Any, tree: FieldTree) -> Any:
+# A field tree: a mapping from key to True (keep whole value), a nested tree, or Shared(...);
+# a list value is projected item by item with the same nested tree.
+FieldTree = Mapping[str, "bool | FieldTree | Shared"]
+
+
+class Sharer:
+    """Hands out one object per distinct value. The memo is keyed by the hash of the value's
+    canonical JSON and confirmed by equality, so it holds no key bytes; it forgets everything
+    when full, which costs only missed sharing (stored objects keep what they reference)."""
+
+    def __init__(self, limit: int = 8192) -> None:
+        self.limit = limit
+        self._memo: dict[int, Any] = {}
+
+    def share(self, value: Any) -> Any:
+        if isinstance(value, list):
+            value = [self.share(v) if isinstance(v, dict | list) else v for v in value]
+        elif not isinstance(value, dict):
+            return value
+        if not value:
+            return value
+        try:
+            key = hash(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
+        except TypeError:
+            return value
+        known = self._memo.get(key)
+        if known is not None and known == value:
+            return known
+        if len(self._memo) >= self.limit:
+            self._memo.clear()
+        self._memo[key] = value
+        return value
+
+
+def project(obj: Any, tree: FieldTree, sharer: Sharer | None = None) -> Any:
     if isinstance(obj, list):
-        return [project(item, tree) for item in obj]
+        return [project(item, tree, sharer) for item in obj]
     if not isinstance(obj, dict):
         return obj
     out: dict[str, Any] = {}
@@ -86,7 +131,11 @@ def project(obj: Any, tree: FieldTree) -> Any:
         if key not in obj:
             continue
         value = obj[key]
-        out[key] = value if sub is True else project(value, sub)  # type: ignore[arg-type]
+        if isinstance(sub, Shared):
+            kept = value if sub.tree is True else project(value, sub.tree, sharer)  # type: ignore[arg-type]
+            out[key] = kept if sharer is None else sharer.share(intern_strings(kept))
+        else:
+            out[key] = value if sub is True else project(value, sub, sharer)  # type: ignore[arg-type]
     return out
 
 
@@ -106,19 +155,28 @@ METADATA_FIELDS: FieldTree = {
     "finalizers": True,
 }
 
+# Pods of one group carry the same labels, annotations and owner reference.
+POD_METADATA_FIELDS: FieldTree = {
+    **METADATA_FIELDS,
+    "labels": Shared(),
+    "annotations": Shared(),
+    "ownerReferences": Shared(),
+    "finalizers": Shared(),
+}
+
 # What controllers read from pods: identity, placement, restart policy, container names and
 # images, and the whole status (phase, conditions, container states, addresses). Volumes, env,
 # probes and the rest of the spec, which make up most of a pod's size, are dropped.
 POD_FIELDS: FieldTree = {
     "apiVersion": True,
     "kind": True,
-    "metadata": METADATA_FIELDS,
+    "metadata": POD_METADATA_FIELDS,
     "spec": {
         "nodeName": True,
         "restartPolicy": True,
         "schedulerName": True,
-        "containers": {"name": True, "image": True, "resources": True},
-        "initContainers": {"name": True, "image": True, "restartPolicy": True},
+        "containers": Shared({"name": True, "image": True, "resources": True}),
+        "initContainers": Shared({"name": True, "image": True, "restartPolicy": True}),
     },
     "status": {
         "phase": True,
@@ -127,26 +185,27 @@ POD_FIELDS: FieldTree = {
         "podIP": True,
         "hostIP": True,
         "startTime": True,
-        "conditions": {
-            "type": True,
-            "status": True,
-            "reason": True,
-            "message": True,
-            "lastTransitionTime": True,
-        },
-        "containerStatuses": {
-            "name": True,
-            "ready": True,
-            "restartCount": True,
-            "state": True,
-            "lastState": True,
-        },
-        "initContainerStatuses": {
-            "name": True,
-            "ready": True,
-            "restartCount": True,
-            "state": True,
-        },
+        "conditions": Shared(
+            {
+                "type": True,
+                "status": True,
+                "reason": True,
+                "message": True,
+                "lastTransitionTime": True,
+            }
+        ),
+        "containerStatuses": Shared(
+            {
+                "name": True,
+                "ready": True,
+                "restartCount": True,
+                "state": True,
+                "lastState": True,
+            }
+        ),
+        "initContainerStatuses": Shared(
+            {"name": True, "ready": True, "restartCount": True, "state": True}
+        ),
     },
 }
 
@@ -173,8 +232,10 @@ def intern_strings(obj: Any) -> Any:
 
 
 def projector(tree: FieldTree, intern: bool = True) -> Transform:
+    sharer = Sharer()
+
     def transform(obj: Obj) -> Obj:
-        result: Obj = project(obj, tree)
+        result: Obj = project(obj, tree, sharer)
         return intern_strings(result) if intern else result
 
     return transform
