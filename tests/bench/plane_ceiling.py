@@ -16,7 +16,7 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +49,19 @@ async def ceiling(
     concurrency: int,
     timeout: float,
     make_pod: Callable[[int], dict[str, Any]] = _pod,
+    prepare: Callable[[KubeClient, str], Awaitable[None]] | None = None,
 ) -> dict[str, float]:
     """``make_pod`` lets an operator benchmark measure the ceiling with the very pods the
-    operator would create (their size and shape cost the apiserver, scheduler and KWOK)."""
+    operator would create (their size and shape cost the apiserver, scheduler and KWOK);
+    ``prepare`` creates other objects in the namespace before the clock starts."""
     config = load_kubeconfig(plane.kubeconfig)
     config.qps = 0
+    config.max_connections = concurrency  # one connection per request in flight
     async with KubeClient(config, user_agent="bench-ceiling") as kube:
         ns = "bench-ceiling"
         await create_namespace(kube, ns)
+        if prepare is not None:
+            await prepare(kube, ns)
         listed = await kube.list(PODS, ns)
         rv = listed["metadata"]["resourceVersion"]
         ready: set[str] = set()

@@ -7,11 +7,17 @@
         # started here (it must be the only one reconciling ray.io objects there)
 
 Phases (each bounded by --timeout):
- 1. ceiling: pods/s that a plain parallel client gets created and Running+Ready (no operator);
+ 1. ceiling: pods/s that a plain parallel client (64 in flight) gets created and Running+Ready
+    with no operator, using the same pods the operator makes for the last size (its builders'
+    output, as many pods): pod size and shape cost the apiserver, scheduler and KWOK; then
+    again with each cluster's head Service in place (Services make the endpoint controllers
+    and the scheduler do work per pod event, whoever creates the pods);
  2. sizes: N RayClusters x M workers each, from creation to every pod existing and every
     cluster `ready`; pods/s as a fraction of the ceiling; operator CPU, peak and steady RSS and
-    RSS per managed pod above idle; API requests per cluster by verb and resource, 409
-    conflicts and status writes per cluster (from the operator's own request metrics);
+    RSS per managed pod above idle; the operator's API requests per cluster by verb and
+    resource, 409 conflicts and status writes per cluster (from its own request metrics), and
+    every client's requests per cluster as the apiserver's metrics count them; CPU seconds of
+    each control-plane component (where the time goes);
  3. fairness: time-to-ready of small clusters (p50/p99) while one cluster scales 0 -> W
     workers, against the same figure on an idle operator;
  4. churn: waves of scale-up, scale-down, delete+recreate; convergence time and duplicate or
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -38,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from plane_ceiling import ceiling
 
 from kuberay.builders import pod as podb
+from kuberay.builders import service as svcb
 from kuberay.builders.options import BuildOptions
 from kuberay.devenv.manifests import install_crds
 from kuberay.devenv.plane import Plane, PlaneConfig, free_port
@@ -46,11 +54,12 @@ from kuberay.runtime.client import (
     JSON_PATCH,
     NAMESPACES,
     PODS,
+    SERVICES,
     KubeClient,
     Resource,
     load_kubeconfig,
 )
-from kuberay.runtime.errors import NotFound
+from kuberay.runtime.errors import ApiError, NotFound
 
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 
@@ -105,6 +114,15 @@ def operator_shaped_pod(i: int, workers: int, ns: str = "bench-ceiling") -> dict
     return pod
 
 
+def operator_head_service(k: int, workers: int, ns: str = "bench-ceiling") -> dict[str, Any]:
+    """The head Service the operator makes for cluster ``k`` of ``operator_shaped_pod``."""
+    rc = cluster(f"ce-{k}", workers)
+    rc["metadata"].update(namespace=ns, uid=f"00000000-0000-0000-0001-{k:012d}")
+    svc = svcb.build_head_service(rc, BuildOptions())
+    svc["metadata"].pop("ownerReferences", None)
+    return svc
+
+
 def plane_cpu(plane: Plane | None, before: dict[str, float] | None = None) -> dict[str, float]:
     """CPU seconds per control-plane component (since ``before`` when given)."""
     if plane is None:
@@ -126,15 +144,45 @@ def proc_stats(pid: int) -> dict[str, float]:
 
 
 def scrape(port: int) -> dict[tuple[str, str, str], float]:
-    """The operator's requests by (method, resource, code)."""
+    """The operator's requests by (method, resource, code), and its RayCluster reconciles
+    as ("RECONCILE", "raycluster", result)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     out: dict[tuple[str, str, str], float] = {}
     for line in text.splitlines():
+        if line.startswith('controller_runtime_reconcile_total{controller="raycluster"'):
+            labels, value = line.rsplit(" ", 1)
+            result = labels.split('result="', 1)[1].split('"', 1)[0]
+            out[("RECONCILE", "raycluster", result)] = float(value)
         if line.startswith("kuberay_rest_client_requests_by_resource_total{"):
             labels, value = line.rsplit(" ", 1)
             kv = dict(item.split("=", 1) for item in labels[labels.index("{") + 1 : -1].split(","))
             key = (kv["method"].strip('"'), kv["resource"].strip('"'), kv["code"].strip('"'))
             out[key] = float(value)
+    return out
+
+
+async def apiserver_requests(kube: KubeClient) -> dict[tuple[str, str], float]:
+    """Every client's requests as the apiserver counted them, by (verb, resource[/sub])."""
+    try:
+        text = await kube.request("GET", "/metrics", accept="text/plain")
+    except ApiError:
+        return {}  # not allowed to read /metrics on an existing cluster
+    out: dict[tuple[str, str], float] = {}
+    for line in str(text).splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        kv = dict(
+            item.split("=", 1)
+            for item in labels[labels.index("{") + 1 : -1].split(",")
+            if "=" in item
+        )
+        kv = {k: v.strip('"') for k, v in kv.items()}
+        resource = kv.get("resource", "")
+        if kv.get("subresource"):
+            resource += "/" + kv["subresource"]
+        key = (kv.get("verb", ""), resource)
+        out[key] = out.get(key, 0.0) + float(value)
     return out
 
 
@@ -204,6 +252,8 @@ class Bench:
                     ):
                         if ev.type == "ERROR":
                             break  # relist
+                        if ev.type == "BOOKMARK":
+                            continue
                         name = ev.object["metadata"]["name"]
                         if name not in names:
                             continue
@@ -254,6 +304,13 @@ class Bench:
                 return exist_s, time.monotonic() - started
 
     async def delete_namespace(self, ns: str) -> None:
+        """Deletes the RayClusters first (or the operator recreates heads while the namespace
+        goes), then every pod at once with no grace period (or KWOK finalizes them one by
+        one: minutes at 2,200 pods), then the namespace."""
+        opts = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+        for res in (RAYCLUSTERS, PODS):
+            with contextlib.suppress(NotFound):
+                await self.kube.request("DELETE", res.path(ns), opts, timeout=self.timeout)
         try:
             await self.kube.delete(NAMESPACES, ns)
         except NotFound:
@@ -271,6 +328,7 @@ class Bench:
         await create_namespace(self.kube, ns)
         total = n * (m + 1)
         before = scrape(self.metrics_port)
+        server_before = await apiserver_requests(self.kube)
         p0 = proc_stats(self.op_pid)
         cpu0 = plane_cpu(self.plane)
         start = time.monotonic()
@@ -285,11 +343,15 @@ class Bench:
         ready = await self.wait_all_ready(ns, {f"rc-{i}" for i in range(n)})
         exist, pods_ready = await asyncio.wait_for(counter, self.timeout)
         cpu_busy = plane_cpu(self.plane, cpu0)
+        server = diff(await apiserver_requests(self.kube), server_before)
         await asyncio.sleep(5)  # steady state
         p1 = proc_stats(self.op_pid)
         reqs = diff(scrape(self.metrics_port), before)
         by_verb: dict[str, float] = {}
+        reconciles = sum(v for (mth, _r, _c), v in reqs.items() if mth == "RECONCILE")
         for (method, resource, _code), count in reqs.items():
+            if method == "RECONCILE":
+                continue
             key = f"{method} {resource}"
             by_verb[key] = by_verb.get(key, 0.0) + count
         conflicts = sum(v for (_m, _r, code), v in reqs.items() if code == "409")
@@ -312,7 +374,15 @@ class Bench:
             "requests_per_cluster": {k: round(v / n, 2) for k, v in sorted(by_verb.items())},
             "conflicts_409": int(conflicts),
             "status_writes_per_cluster": round(status_writes / n, 2),
+            "reconciles_per_cluster": round(reconciles / n, 2),
             "plane_cpu_s": cpu_busy,
+            # All clients (operator, scheduler, KWOK, controller-manager, this benchmark):
+            # where the apiserver's work came from, per cluster, until every pod was Ready.
+            "apiserver_requests_per_cluster": {
+                f"{verb} {res}": round(v / n, 2)
+                for (verb, res), v in sorted(server.items())
+                if v / n >= 0.05
+            },
         }
         await self.delete_namespace(ns)
         return result
@@ -473,6 +543,7 @@ async def run_all(
     result: dict[str, Any] = {"inputs": {k: v for k, v in vars(args).items() if k != "out"}}
     config = load_kubeconfig(kubeconfig)
     config.qps = 0
+    config.max_connections = 100
     async with KubeClient(config, user_agent="bench-scale") as kube:
         await install_crds(kube)
         if plane is not None and not args.no_ceiling:
@@ -483,6 +554,29 @@ async def run_all(
                 plane, pods, 64, args.timeout, lambda i: operator_shaped_pod(i, m)
             )
             result["ceiling"]["plane_cpu_s"] = plane_cpu(plane, cpu0)
+            print(f"ceiling: {result['ceiling']}", flush=True)
+            if args.ceiling_services:
+                # The same pods again, now with each cluster's head Service in place: the
+                # endpoint controllers and the scheduler's spreading match every pod event
+                # against every Service selector in the namespace, a cost any operator's
+                # clusters bring with them.
+                await Bench(kube, 0, 0, args.timeout).delete_namespace("bench-ceiling")
+
+                async def services(client: KubeClient, ns: str) -> None:
+                    sem = asyncio.Semaphore(32)
+
+                    async def one(k: int) -> None:
+                        async with sem:
+                            await client.create(SERVICES, operator_head_service(k, m), ns)
+
+                    await asyncio.gather(*(one(k) for k in range(pods // (m + 1))))
+
+                cpu0 = plane_cpu(plane)
+                result["ceiling_with_services"] = await ceiling(
+                    plane, pods, 64, args.timeout, lambda i: operator_shaped_pod(i, m), services
+                )
+                result["ceiling_with_services"]["plane_cpu_s"] = plane_cpu(plane, cpu0)
+                print(f"ceiling with services: {result['ceiling_with_services']}", flush=True)
             # Wait for the ceiling's pods to be gone: their deletion would load the first size.
             await Bench(kube, 0, 0, args.timeout).delete_namespace("bench-ceiling")
         proc, port = start_operator(kubeconfig, workdir / "operator.log", args.concurrency)
@@ -501,6 +595,9 @@ async def run_all(
                     ceiling_rate = result["ceiling"]["ceiling_pods_per_second"]
                     r["fraction_of_ceiling"] = round(r["pods_ready_per_s"] / ceiling_rate, 2)
                     r["creation_fraction_of_ceiling"] = round(r["pods_per_s"] / ceiling_rate, 2)
+                if "ceiling_with_services" in result:
+                    rate = result["ceiling_with_services"]["ceiling_pods_per_second"]
+                    r["fraction_of_ceiling_with_services"] = round(r["pods_ready_per_s"] / rate, 2)
                 result["sizes"].append(r)
                 print(
                     f"size {size}: {r['all_ready_s']}s to ready, {r['pods_per_s']} pods/s",
@@ -532,6 +629,13 @@ def markdown(result: dict[str, Any]) -> str:
         )
         if ce.get("plane_cpu_s"):
             lines.append(f"| ceiling: plane CPU s | {_cpu(ce['plane_cpu_s'])} |")
+    if "ceiling_with_services" in result:
+        cs = result["ceiling_with_services"]
+        lines.append(
+            f"| ceiling with each cluster's head Service in place | "
+            f"{cs['ceiling_pods_per_second']} pods/s |"
+        )
+        lines.append(f"| ceiling with Services: plane CPU s | {_cpu(cs['plane_cpu_s'])} |")
     lines.append(f"| operator idle RSS | {result['operator_idle_rss_mib']} MiB |")
     for r in result.get("sizes", []):
         tag = f"{r['clusters']}x{r['workers']}"
@@ -544,12 +648,14 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [
             f"| {tag}: all pods exist / all pods Ready / all clusters ready | {r['all_pods_exist_s']} s / {r['all_pods_ready_s']} s / {r['all_ready_s']} s |",
             f"| {tag}: pods Ready per second | {r['pods_ready_per_s']}{frac} |",
+            f"| {tag}: pods Ready per second / ceiling with Services | {r.get('fraction_of_ceiling_with_services', 0):.0%} |",
             f"| {tag}: pods created per second | {r['pods_per_s']}{cfrac} |",
             f"| {tag}: operator CPU | {r['operator_cpu_s']} s |",
             f"| {tag}: operator RSS peak / steady / per pod | {r['operator_peak_rss_mib']} / {r['operator_steady_rss_mib']} MiB / {r['rss_per_pod_kib']} KiB |",
-            f"| {tag}: 409 conflicts, status writes per cluster | {r['conflicts_409']}, {r['status_writes_per_cluster']} |",
+            f"| {tag}: 409 conflicts, status writes per cluster, reconciles per cluster | {r['conflicts_409']}, {r['status_writes_per_cluster']}, {r.get('reconciles_per_cluster', '-')} |",
             f"| {tag}: plane CPU s until all Ready | {_cpu(r.get('plane_cpu_s') or {})} |",
-            f"| {tag}: requests per cluster | {', '.join(f'{k}={v}' for k, v in r['requests_per_cluster'].items())} |",
+            f"| {tag}: apiserver requests per cluster, all clients | {', '.join(f'{k}={v}' for k, v in (r.get('apiserver_requests_per_cluster') or {}).items()) or '-'} |",
+            f"| {tag}: operator requests per cluster | {', '.join(f'{k}={v}' for k, v in r['requests_per_cluster'].items())} |",
         ]
     f = result.get("fairness")
     if f:
@@ -580,6 +686,12 @@ def main() -> int:
         help="pods for the ceiling run (default: as many as the last size has)",
     )
     parser.add_argument("--no-ceiling", action="store_true")
+    parser.add_argument(
+        "--no-ceiling-services",
+        dest="ceiling_services",
+        action="store_false",
+        help="skip the second ceiling run that has the clusters' head Services in place",
+    )
     parser.add_argument("--fairness-workers", type=int, default=1000)
     parser.add_argument("--small", type=int, default=10)
     parser.add_argument("--churn-clusters", type=int, default=20)

@@ -319,6 +319,24 @@ def _pod(name: str) -> Obj:
     return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
 
 
+async def test_client_pool_is_capped_and_serves_text(plane: Plane, namespace: str) -> None:
+    """More requests in flight than connections: all complete over at most max_connections
+    sockets; a text endpoint (the apiserver's /metrics) comes back as text."""
+    config = load_kubeconfig(plane.kubeconfig)
+    config.qps, config.max_connections = 0, 3
+    async with KubeClient(config) as capped:
+        results = await asyncio.gather(
+            *(capped.get(CONFIGMAPS, "kube-root-ca.crt", namespace) for _ in range(40))
+        )
+        assert len(results) == 40
+        connector = capped._session.connector
+        assert connector is not None
+        assert connector.limit == 3
+        text = await capped.request("GET", "/metrics", accept="text/plain")
+        assert isinstance(text, str)
+        assert "apiserver_request_total{" in text
+
+
 async def test_pod_informer_with_label_scope_and_projection(
     kube: KubeClient, namespace: str, informers: list[Informer]
 ) -> None:

@@ -366,7 +366,8 @@ class KubeClient:
         timeout: float | None = None,
         accept: str | None = None,
     ) -> Any:
-        """One API call; returns the decoded JSON body or raises a typed ``ApiError``."""
+        """One API call; returns the decoded JSON body (the text when ``accept`` asks for
+        text) or raises a typed ``ApiError``."""
         data: bytes | None = None
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
@@ -396,6 +397,8 @@ class KubeClient:
                 raise ApiError(0, f"{type(exc).__name__}: {exc}", method, path) from exc
             self._count(method, status, started, path)
             if status < 300:
+                if accept is not None and accept.startswith("text/"):
+                    return raw.decode(errors="replace")  # e.g. /metrics
                 return orjson.loads(raw) if raw else None
             decoded: dict[str, Any] | str
             try:

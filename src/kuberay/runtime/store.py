@@ -117,13 +117,15 @@ class Sharer:
             return known
         if len(self._memo) >= self.limit:
             self._memo.clear()
-        self._memo[key] = value
+        self._memo[key] = intern_strings(value)  # only what is kept is worth interning
         return value
 
 
-def project(obj: Any, tree: FieldTree, sharer: Sharer | None = None) -> Any:
+def project(obj: Any, tree: FieldTree, sharer: Sharer | None = None, intern: bool = False) -> Any:
+    """Keeps what ``tree`` names. With ``sharer``, Shared fields are deduplicated; with
+    ``intern``, kept strings are interned in the same pass (no second walk)."""
     if isinstance(obj, list):
-        return [project(item, tree, sharer) for item in obj]
+        return [project(item, tree, sharer, intern) for item in obj]
     if not isinstance(obj, dict):
         return obj
     out: dict[str, Any] = {}
@@ -132,10 +134,21 @@ def project(obj: Any, tree: FieldTree, sharer: Sharer | None = None) -> Any:
             continue
         value = obj[key]
         if isinstance(sub, Shared):
-            kept = value if sub.tree is True else project(value, sub.tree, sharer)  # type: ignore[arg-type]
-            out[key] = kept if sharer is None else sharer.share(intern_strings(kept))
-        else:
-            out[key] = value if sub is True else project(value, sub, sharer)  # type: ignore[arg-type]
+            if sub.tree is not True:
+                value = project(value, sub.tree, None, False)  # type: ignore[arg-type]
+            if sharer is not None:
+                value = sharer.share(value)
+            elif intern:
+                intern_strings(value)
+        elif sub is not True:
+            value = project(value, sub, sharer, intern)  # type: ignore[arg-type]
+        elif intern:
+            if isinstance(value, str):
+                if len(value) <= 96:
+                    value = sys.intern(value)
+            elif isinstance(value, dict | list):
+                intern_strings(value)
+        out[key] = value
     return out
 
 
@@ -232,11 +245,13 @@ def intern_strings(obj: Any) -> Any:
 
 
 def projector(tree: FieldTree, intern: bool = True) -> Transform:
-    sharer = Sharer()
+    """The informer transform for ``tree``; ``intern`` turns on string interning and the
+    sharing of Shared fields (both only save memory)."""
+    sharer = Sharer() if intern else None
 
     def transform(obj: Obj) -> Obj:
-        result: Obj = project(obj, tree, sharer)
-        return intern_strings(result) if intern else result
+        result: Obj = project(obj, tree, sharer, intern)
+        return result
 
     return transform
 
