@@ -24,6 +24,7 @@ from kuberay.devenv import binaries
 from kuberay.devenv.plane import Plane, PlaneConfig
 from kuberay.devenv.testing import create_namespace
 from kuberay.runtime.client import PODS, KubeClient, load_kubeconfig
+from kuberay.runtime.errors import ServerError
 
 
 def _pod(i: int) -> dict[str, Any]:
@@ -41,6 +42,17 @@ def _pod(i: int) -> dict[str, Any]:
             ]
         },
     }
+
+
+async def list_retrying(kube: KubeClient, ns: str, attempts: int = 20) -> dict[str, Any]:
+    """A pod list that rides out the apiserver's 504 "Too large resource version" (its watch
+    cache briefly behind etcd under load) instead of ending the benchmark."""
+    for _ in range(attempts - 1):
+        try:
+            return await kube.list(PODS, ns)
+        except ServerError:
+            await asyncio.sleep(0.5)
+    return await kube.list(PODS, ns)
 
 
 async def ceiling(
@@ -62,7 +74,7 @@ async def ceiling(
         await create_namespace(kube, ns)
         if prepare is not None:
             await prepare(kube, ns)
-        listed = await kube.list(PODS, ns)
+        listed = await list_retrying(kube, ns)
         rv = listed["metadata"]["resourceVersion"]
         ready: set[str] = set()
         all_ready = asyncio.Event()
@@ -85,7 +97,7 @@ async def ceiling(
                     if len(ready) >= pods:
                         all_ready.set()
                         return
-                current = await kube.list(PODS, ns)
+                current = await list_retrying(kube, ns)
                 ready.update(p["metadata"]["name"] for p in current["items"] if is_ready(p))
                 version = current["metadata"]["resourceVersion"]
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from plane_ceiling import ceiling
+from plane_ceiling import ceiling, list_retrying
 
 from kuberay.builders import pod as podb
 from kuberay.builders import service as svcb
@@ -59,7 +59,7 @@ from kuberay.runtime.client import (
     Resource,
     load_kubeconfig,
 )
-from kuberay.runtime.errors import ApiError, NotFound
+from kuberay.runtime.errors import ApiError, NotFound, ServerError
 
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 
@@ -240,9 +240,13 @@ class Bench:
         try:
             async with asyncio.timeout(self.timeout):
                 while True:
-                    listed = await self.kube.list(RAYCLUSTERS, ns)
+                    try:
+                        listed = await self.kube.list(RAYCLUSTERS, ns)
+                    except ServerError:  # 504 while the watch cache catches up: try again
+                        await asyncio.sleep(0.5)
+                        continue
                     for obj in listed["items"]:
-                        if converged(obj):
+                        if obj["metadata"]["name"] in names and converged(obj):
                             pending.discard(obj["metadata"]["name"])
                     if not pending:
                         return time.monotonic() - start
@@ -280,7 +284,7 @@ class Bench:
             if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
                 ready.add(name)
 
-        rv = (await self.kube.list(PODS, ns, limit=1))["metadata"]["resourceVersion"]
+        rv = (await list_retrying(self.kube, ns))["metadata"]["resourceVersion"]
         while True:
             async for ev in self.kube.watch(
                 PODS, ns, resource_version=rv, timeout_seconds=int(self.timeout)
@@ -294,7 +298,7 @@ class Bench:
                         exist_s = time.monotonic() - started
                     if len(ready) >= total:
                         return exist_s, time.monotonic() - started
-            listed = await self.kube.list(PODS, ns)
+            listed = await list_retrying(self.kube, ns)
             for pod in listed["items"]:
                 note(pod)
             rv = listed["metadata"]["resourceVersion"]

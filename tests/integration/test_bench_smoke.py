@@ -1,0 +1,50 @@
+"""The scale benchmark runs end to end at a tiny size and writes every figure it promises.
+
+It measures nothing here (numbers come from running it on a quiet machine); it keeps the
+command in the README working: its own plane, both ceilings, a size, fairness and churn.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_scale_benchmark_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    argv = [
+        sys.executable,
+        str(ROOT / "tests/bench/scale.py"),
+        "--sizes=2x2",
+        "--nodes=2",
+        "--ceiling-pods=12",
+        "--fairness-workers=6",
+        "--small=2",
+        "--churn-clusters=2",
+        "--churn-waves=1",
+        "--timeout=180",
+        f"--out={out}",
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=540, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["ceiling"]["pods"] == 12
+    assert result["ceiling_with_services"]["ceiling_pods_per_second"] > 0
+    size = result["sizes"][0]
+    assert size["pods"] == 6
+    assert size["requests_per_cluster"]["POST pods"] == 3
+    assert size["apiserver_requests_per_cluster"]["POST pods"] >= 3
+    assert size["reconciles_per_cluster"] >= 1
+    assert size["plane_cpu_s"]["kube-apiserver"] >= 0
+    assert 0 < size["fraction_of_ceiling"]
+    assert result["fairness"]["small_clusters"] == 2
+    assert result["churn"]["duplicate_pods"] == 0
+    assert result["churn"]["orphaned_pods"] == 0
+    assert "| 2x2: pods Ready per second |" in proc.stdout
