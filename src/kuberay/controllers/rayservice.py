@@ -105,9 +105,24 @@ from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
 from kuberay.runtime.informer import Informer
 from kuberay.runtime.manager import Manager
-from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
+from kuberay.runtime.store import POD_FIELDS, FieldTree, Obj, Shared, index_by_label, projector
 
 log = logging.getLogger("kuberay.controllers.rayservice")
+
+# EndpointSlices are watched for every Service in the watched namespaces, Ray's or not, so only
+# what counting ready serve endpoints needs is cached: which endpoints are ready, and whose.
+ENDPOINTSLICE_FIELDS: FieldTree = {
+    "apiVersion": True,
+    "kind": True,
+    "metadata": {
+        "name": True,
+        "namespace": True,
+        "uid": True,
+        "resourceVersion": True,
+        "labels": Shared(),
+    },
+    "endpoints": {"conditions": {"ready": True}, "targetRef": {"uid": True}},
+}
 
 RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
 GATEWAYS = Resource("gateway.networking.k8s.io", "v1", "gateways", kind="Gateway")
@@ -233,7 +248,9 @@ class RayServiceReconciler:
                 PODS, namespace=ns, label_selector=POD_SELECTOR, transform=projector(POD_FIELDS)
             )
             pods.store.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
-            slices = mgr.informer(ENDPOINTSLICES, namespace=ns)
+            slices = mgr.informer(
+                ENDPOINTSLICES, namespace=ns, transform=projector(ENDPOINTSLICE_FIELDS)
+            )
             clusters.store.add_indexer("origin", index_by_label(c.LABEL_ORIGINATED_FROM_CR_NAME))
             slices.store.add_indexer("service", index_by_label(c.LABEL_ENDPOINTSLICE_SERVICE_NAME))
             ctrl.for_(rayservices)

@@ -9,11 +9,13 @@ from typing import Any
 
 from kuberay.builders import rayservice as rsb
 from kuberay.controllers.rayservice import (
+    ENDPOINTSLICE_FIELDS,
     RayServiceConfig,
     RayServiceReconciler,
     _comparable,
     proxy_healthz,
 )
+from kuberay.runtime.store import projector
 
 SERVE = "applications:\n  - name: app\n    import_path: mod:app\n"
 NOW = 1_700_000_000.0
@@ -170,3 +172,37 @@ def test_waiting_for_says_why_an_upgrade_waits() -> None:
     assert "dashboard" in rec._waiting_for(svc, pending, None)
     apps = {"a": {"status": "RUNNING"}, "b": {"status": "DEPLOYING"}}
     assert rec._waiting_for(svc, pending, apps).endswith("to be RUNNING: b=DEPLOYING")
+
+
+def test_endpointslice_projection_keeps_what_counting_ready_endpoints_needs() -> None:
+    def endpoint(uid: str | None, ready: bool) -> dict[str, object]:
+        ep: dict[str, object] = {
+            "addresses": ["10.0.0.1"],
+            "conditions": {"ready": ready, "serving": ready, "terminating": False},
+            "nodeName": "n1",
+        }
+        if uid:
+            ep["targetRef"] = {"kind": "Pod", "name": f"p-{uid}", "namespace": "ns", "uid": uid}
+        return ep
+
+    full = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "svc-abc",
+            "namespace": "ns",
+            "uid": "s1",
+            "resourceVersion": "7",
+            "labels": {"kubernetes.io/service-name": "svc"},
+            "ownerReferences": [{"kind": "Service", "name": "svc", "uid": "x"}],
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": "serve", "port": 8000, "protocol": "TCP"}],
+        "endpoints": [endpoint("a", True), endpoint("b", False), endpoint(None, True)],
+    }
+    transform = projector(ENDPOINTSLICE_FIELDS)
+    slim = transform(copy.deepcopy(full))
+    assert rsb.count_ready_endpoints([slim]) == rsb.count_ready_endpoints([full]) == 2
+    assert slim["metadata"]["labels"] == {"kubernetes.io/service-name": "svc"}
+    assert "ports" not in slim
+    assert slim["endpoints"][0] == {"conditions": {"ready": True}, "targetRef": {"uid": "a"}}
