@@ -4,7 +4,10 @@ Invariants and failure modes:
 - Objects stay plain dicts: decoding into typed models costs ~12x more CPU per pod and the hot
   path (watch events) cannot afford it on two cores.
 - Every request has a timeout; a transport failure raises ``ApiError`` with status 0, so callers
-  see one exception family.
+  see one exception family. The timeout bounds the exchange with the server (connecting, then
+  each wait for data), not the wait for a free pooled connection: under a burst, a request
+  queued behind 24 slow ones must not fail for their slowness. That wait has its own, longer
+  bound (``pool_wait``) so nothing can hang forever.
 - A client-side token bucket (qps/burst, KubeRay's defaults 100/200) paces requests; a 429
   answer is retried after the server's Retry-After (bounded number of times).
 - Watches use their own connection pool, so long-lived streams never starve ordinary requests,
@@ -133,6 +136,7 @@ class ClientConfig:
     timeout: float = 30.0
     max_connections: int = 24
     idle_seconds: float = 5.0
+    pool_wait: float = 300.0
     _temp: list[str] = field(default_factory=list, repr=False)
     _expires: float | None = field(default=None, repr=False)
 
@@ -387,7 +391,7 @@ class KubeClient:
                     data=data,
                     params=query,
                     headers=self._headers(content_type if data is not None else None, accept),
-                    timeout=aiohttp.ClientTimeout(total=timeout or self.config.timeout),
+                    timeout=self._timeout(timeout),
                 ) as resp:
                     raw = await resp.read()
                     status = resp.status
@@ -412,6 +416,16 @@ class KubeClient:
                 await asyncio.sleep(min(delay, 30.0))
                 continue
             raise err
+
+    def _timeout(self, override: float | None) -> aiohttp.ClientTimeout:
+        limit = override or self.config.timeout
+        # aiohttp's ``connect`` includes the wait for a pooled connection; ``sock_*`` do not.
+        return aiohttp.ClientTimeout(
+            total=None,
+            connect=self.config.pool_wait + limit,
+            sock_connect=limit,
+            sock_read=limit,
+        )
 
     def _count(
         self, method: str, status: int, started: float | None = None, path: str = ""
