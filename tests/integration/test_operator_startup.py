@@ -1,14 +1,25 @@
-"""`kuberay operator` startup checks against the real API server: clear errors, exit code 2."""
+"""`kuberay operator` against the real API server: startup checks (clear errors, exit code 2)
+and what ``--enable-metrics`` serves."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import time
+from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
 
 from kuberay.cli.operator import SettingsError, require_kubernetes
-from kuberay.devenv.plane import Plane
+from kuberay.controllers.raycluster import RAYCLUSTERS
+from kuberay.controllers.rayjob import RAYJOBS
+from kuberay.controllers.rayservice import RAYSERVICES
+from kuberay.devenv.manifests import install_crds
+from kuberay.devenv.operatorproc import OperatorProcess
+from kuberay.devenv.plane import Plane, free_port
 from kuberay.runtime.client import KubeClient
 
 
@@ -51,3 +62,86 @@ def test_operator_refuses_to_start_with_a_reason(plane: Plane, flag: str, messag
     )
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
+
+
+def _cluster_spec() -> dict[str, Any]:
+    container = {"name": "ray-head", "image": "rayproject/ray:2.52.0"}
+    return {
+        "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container]}}},
+    }
+
+
+async def test_enable_metrics_serves_cluster_job_and_service_families(
+    plane: Plane, kube: KubeClient, namespace: str, tmp_path: Path
+) -> None:
+    await install_crds(kube)
+    meta = {"name": "m"}
+    await kube.create(
+        RAYCLUSTERS,
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "metadata": meta,
+            "spec": {**_cluster_spec(), "suspend": True},
+        },
+        namespace,
+    )
+    await kube.create(
+        RAYJOBS,
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayJob",
+            "metadata": meta,
+            "spec": {"entrypoint": "true", "suspend": True, "rayClusterSpec": _cluster_spec()},
+        },
+        namespace,
+    )
+    await kube.create(
+        RAYSERVICES,
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayService",
+            "metadata": meta,
+            "spec": {"suspend": True, "rayClusterConfig": _cluster_spec()},
+        },
+        namespace,
+    )
+    port = free_port()
+    op = OperatorProcess(
+        plane,
+        tmp_path,
+        "--enable-metrics",
+        f"--metrics-addr=127.0.0.1:{port}",
+        f"--watch-namespace={namespace}",
+    )
+    ident = f'name="m",namespace="{namespace}"'
+    wanted = [
+        "kuberay_cluster_info{",
+        "kuberay_cluster_condition_provisioned{",
+        "kuberay_job_info{",
+        "kuberay_job_deployment_status{",
+        "kuberay_service_info{",
+        "kuberay_service_condition_ready{",
+        "kuberay_service_condition_upgrade_in_progress{",
+    ]
+    text = ""
+    op.start()
+    try:
+        deadline = time.monotonic() + 60
+        async with aiohttp.ClientSession() as http:
+            while time.monotonic() < deadline:
+                try:
+                    async with http.get(f"http://127.0.0.1:{port}/metrics") as resp:
+                        text = await resp.text()
+                except aiohttp.ClientError:
+                    text = ""
+                lines = [x for x in text.splitlines() if ident in x]
+                if all(any(x.startswith(w) for x in lines) for w in wanted):
+                    break
+                await asyncio.sleep(0.5)
+    finally:
+        op.stop()
+    lines = [x for x in text.splitlines() if ident in x]
+    missing = [w for w in wanted if not any(x.startswith(w) for x in lines)]
+    assert not missing, (missing, op.tail())
+    assert "# TYPE kuberay_job_execution_duration_seconds gauge" in text

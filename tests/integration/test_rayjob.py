@@ -22,8 +22,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from kuberay.api.features import FeatureGates
+from kuberay.controllers.crd_metrics import RayJobMetrics
 from kuberay.controllers.raycluster import RayClusterConfig
 from kuberay.controllers.raycluster import register as register_raycluster
 from kuberay.controllers.raycronjob import RAYCRONJOBS, RayCronJobConfig
@@ -218,6 +220,7 @@ class Operator:
         self.stop_event = asyncio.Event()
         self.task: asyncio.Task[int] | None = None
         self.lives = 0
+        self.job_metrics = RayJobMetrics([])
 
     def dashboard(self, cluster: str) -> Any:
         return self.registry.get(
@@ -238,7 +241,9 @@ class Operator:
             return GatedDashboard(self.registry(url, auth_token=auth_token), budget_now)
 
         config = RayJobConfig(gates=self.gates, **self.config)
-        register_rayjob(mgr, config, [self.namespace], factory)
+        jobs = register_rayjob(mgr, config, [self.namespace], factory)
+        self.job_metrics = RayJobMetrics(jobs.rayjobs)
+        jobs.on_attempt_end = self.job_metrics.observe_execution
         if self.gates.enabled("RayCronJob"):
             register_raycronjob(mgr, RayCronJobConfig(gates=self.gates), [self.namespace])
         self.stop_event = asyncio.Event()
@@ -545,6 +550,21 @@ async def test_backoff_limit_retries_with_new_cluster_and_keeps_counters(
     assert obj["status"]["succeeded"] == 0
     assert len({c for c, _ in seen}) == 2, seen
     assert len({j for _, j in seen}) == 2, seen
+    # One execution-duration series per attempt, labelled with the failures before it.
+    registry = CollectorRegistry()
+    registry.register(operator.job_metrics)
+    uid = obj["metadata"]["uid"]
+    attempts = sorted(
+        (sample.labels["job_deployment_status"], sample.labels["retry_count"])
+        for family in registry.collect()
+        if family.name == "kuberay_job_execution_duration_seconds"
+        for sample in family.samples
+        if sample.labels["uid"] == uid and sample.value > 0
+    )
+    assert attempts == [("Failed", "1"), ("Retrying", "0")]
+    text = generate_latest(registry).decode()
+    ident = f'name="retry",namespace="{namespace}",uid="{uid}"'
+    assert f'kuberay_job_deployment_status{{deployment_status="Failed",{ident}}} 1.0' in text
 
 
 async def test_active_deadline_is_not_retried(

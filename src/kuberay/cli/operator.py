@@ -25,9 +25,9 @@ from kuberay.api import constants as c
 from kuberay.api.features import FeatureGates
 from kuberay.api.webhook import handlers as webhook_handlers
 from kuberay.builders.options import BuildOptions
+from kuberay.controllers.crd_metrics import RayClusterMetrics, RayJobMetrics, RayServiceMetrics
 from kuberay.controllers.raycluster import RayClusterConfig, detect_openshift
 from kuberay.controllers.raycluster import register as register_raycluster
-from kuberay.controllers.raycluster_metrics import RayClusterMetrics
 from kuberay.controllers.raycronjob import RayCronJobConfig
 from kuberay.controllers.raycronjob import register as register_raycronjob
 from kuberay.controllers.rayjob import RayJobConfig
@@ -264,7 +264,11 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
             rj.delete_rayjob_after_finishes = settings.delete_rayjob_after_job_finishes
         if gates.enabled("SidecarSubmitterRestart"):
             await require_kubernetes(client, (1, 35), "the SidecarSubmitterRestart feature gate")
-        register_rayjob(mgr, rj, settings.watch_namespace or None, dashboards)
+        jobs = register_rayjob(mgr, rj, settings.watch_namespace or None, dashboards)
+        if settings.enable_metrics:
+            job_metrics = RayJobMetrics(jobs.rayjobs)
+            jobs.on_attempt_end = job_metrics.observe_execution
+            mgr.metrics.registry.register(job_metrics)
         rs = RayServiceConfig(
             build=build,
             gates=gates,
@@ -273,7 +277,9 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
             use_kubernetes_proxy=settings.use_kubernetes_proxy,
             apiserver=config.server,
         )
-        register_rayservice(mgr, rs, settings.watch_namespace or None, dashboards)
+        services = register_rayservice(mgr, rs, settings.watch_namespace or None, dashboards)
+        if settings.enable_metrics:
+            mgr.metrics.registry.register(RayServiceMetrics(services.rayservices))
         if gates.enabled("RayCronJob"):
             register_raycronjob(
                 mgr, RayCronJobConfig(gates=gates), settings.watch_namespace or None

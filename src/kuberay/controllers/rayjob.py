@@ -148,6 +148,9 @@ class RayJobReconciler:
         self.pods: list[Informer] = []
         # key -> resourceVersion our last status write replaced (the cache is stale while equal)
         self._written_over: dict[str, str] = {}
+        # (job, deployment status, retry count, seconds) when an attempt ends; set when
+        # --enable-metrics asks for kuberay_job_execution_duration_seconds.
+        self.on_attempt_end: Callable[[Obj, str, int, float], None] | None = None
         ctrl = mgr.controller("rayjob", self.reconcile, concurrency=config.concurrency)
         for ns in ns_list:
             rayjobs = mgr.informer(RAYJOBS, namespace=ns)
@@ -969,7 +972,21 @@ class RayJobReconciler:
         await self.client.update_status(RAYJOBS, body)
         key = f"{meta.get('namespace')}/{meta['name']}"
         self._written_over[key] = meta["resourceVersion"]
+        self._attempt_ended(job, old)
         return True
+
+    def _attempt_ended(self, job: Obj, old: Obj) -> None:
+        """Reports an attempt's duration once its end is recorded in status (so a failed
+        write, retried by the next pass, reports it then and only then)."""
+        state = job["status"].get("jobDeploymentStatus")
+        before = old.get("jobDeploymentStatus")
+        if self.on_attempt_end is None or before in c.DEPLOYMENT_TERMINAL or before == state:
+            return
+        if state not in c.DEPLOYMENT_TERMINAL and state != c.DEPLOYMENT_RETRYING:
+            return
+        started = parse_time(job["status"].get("startTime"))
+        seconds = self.now() - started if started is not None else 0.0
+        self.on_attempt_end(job, str(state), int(old.get("failed") or 0), seconds)
 
 
 def _without_conditions(status: Obj) -> Obj:
