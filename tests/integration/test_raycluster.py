@@ -206,6 +206,15 @@ async def test_suspend_and_resume(
     assert obj["status"]["state"] == "suspended"
     assert not has_condition(obj, "RayClusterSuspending")
     assert await pods_of(kube, namespace, "sus") == []
+    from kuberay.runtime.events import EVENTS_V1
+
+    async def one_deleted_pod_event() -> bool:
+        events = (await kube.list(EVENTS_V1, namespace))["items"]
+        reasons = [e["reason"] for e in events if e["regarding"]["name"] == "sus"]
+        return reasons.count("DeletedPod") == 1 and "DeletedWorkerPod" not in reasons
+
+    # Suspending is one collection delete upstream: one DeletedPod event (action Delete).
+    await wait_until(one_deleted_pod_event, timeout=10, what="one DeletedPod event")
     await kube.patch(RAYCLUSTERS, "sus", {"spec": {"suspend": False}}, namespace)
     obj = await wait_ready(kube, namespace, "sus")
     assert has_condition(obj, "RayClusterSuspended", "False")

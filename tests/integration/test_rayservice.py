@@ -503,6 +503,10 @@ async def test_suspend_deletes_everything_and_resume_redeploys(
     assert condition(obj, "Suspended")["reason"] == "SuspendComplete"  # type: ignore[index]
     assert condition(obj, "Suspending")["status"] == "False"  # type: ignore[index]
     assert condition(obj, "Ready")["reason"] == "SuspendComplete"  # type: ignore[index]
+    for kept in ("UpgradeInProgress", "RollbackInProgress"):  # kept as False, not removed
+        cond = condition(obj, kept)
+        assert cond is not None, kept
+        assert (cond["status"], cond["reason"]) == ("False", "SuspendComplete")
     assert not active_name(obj)
     assert obj["status"]["numServeEndpoints"] == 0
     assert obj["status"].get("serviceStatus", "") == ""

@@ -283,7 +283,9 @@ class RayClusterReconciler:
         except ApiError as exc:
             error = _ReconcileError("", str(exc))
         except BuildError as exc:
-            self.recorder.event(cluster, WARNING, c.EVENT_INVALID_RAYCLUSTER_SPEC, str(exc))
+            self.recorder.event(
+                cluster, WARNING, c.EVENT_INVALID_RAYCLUSTER_SPEC, str(exc), "Validate"
+            )
             error = _ReconcileError("", str(exc))
         changed = await self._update_status(cluster, error)
         if more_work == MORE_NOW:
@@ -340,7 +342,9 @@ class RayClusterReconciler:
                     f"the service account {head_sa} of the head pod does not exist; "
                     "the operator does not create user-named service accounts"
                 )
-                self.recorder.event(cluster, WARNING, "AutoscalerServiceAccountNotFound", msg)
+                self.recorder.event(
+                    cluster, WARNING, "AutoscalerServiceAccountNotFound", msg, "Create"
+                )
                 raise _ReconcileError("", msg) from None
         else:
             await self._create_if_missing(
@@ -358,7 +362,9 @@ class RayClusterReconciler:
             route = ingb.build_head_route(cluster, self.config.build)
             if await self._create_if_missing(ROUTES, route):
                 ns, name = route["metadata"]["namespace"], route["metadata"]["name"]
-                self.recorder.event(cluster, NORMAL, "CreatedRoute", f"Created route {ns}/{name}")
+                self.recorder.event(
+                    cluster, NORMAL, "CreatedRoute", f"Created route {ns}/{name}", "Create"
+                )
             return
         want = ingb.build_head_ingress(cluster, self.config.build)
         ns, name = want["metadata"]["namespace"], want["metadata"]["name"]
@@ -366,7 +372,9 @@ class RayClusterReconciler:
             have = await self.client.get(INGRESSES, name, ns)
         except NotFound:
             await self.client.create(INGRESSES, want, ns)
-            self.recorder.event(cluster, NORMAL, "CreatedIngress", f"Created ingress {ns}/{name}")
+            self.recorder.event(
+                cluster, NORMAL, "CreatedIngress", f"Created ingress {ns}/{name}", "Create"
+            )
             return
         owners = have["metadata"].get("ownerReferences") or []
         if not any(o.get("uid") == cluster["metadata"].get("uid") for o in owners):
@@ -375,6 +383,7 @@ class RayClusterReconciler:
                 WARNING,
                 "FailedToUpdateIngress",
                 f"ingress {ns}/{name} exists and is not owned by this RayCluster",
+                "Update",
             )
             return
         spec = dict(want["spec"])
@@ -391,7 +400,9 @@ class RayClusterReconciler:
             have["metadata"]["annotations"] = want["metadata"].get("annotations")
             have["spec"] = spec
             await self.client.update(INGRESSES, have)
-            self.recorder.event(cluster, NORMAL, "UpdatedIngress", f"Updated ingress {ns}/{name}")
+            self.recorder.event(
+                cluster, NORMAL, "UpdatedIngress", f"Updated ingress {ns}/{name}", "Update"
+            )
 
     async def _reconcile_auth_secret(self, cluster: Obj) -> None:
         if not authb.wants_auth_secret(cluster):
@@ -630,7 +641,7 @@ class RayClusterReconciler:
             return
         if len(heads) > 1:
             raise _ReconcileError(
-                "", f"{len(heads)} head pods found for RayCluster {ns}/{name}; expected one"
+                "", v.too_many_head_pods(sorted(h["metadata"]["name"] for h in heads))
             )
         annotations = meta.get("annotations") or {}
         if st.condition_true(cluster, c.COND_RAYCLUSTER_PROVISIONED) and (
@@ -849,23 +860,58 @@ class RayClusterReconciler:
         return created_name
 
     async def _delete_pods(self, cluster: Obj, pods: list[Obj], key: str, fail_reason: str) -> None:
-        for pod in pods:
-            meta = pod["metadata"]
-            group_key = key or self._group_key(cluster, pod)
-            self.expectations.expect_delete(group_key, meta["namespace"], meta["name"])
-            try:
-                await self.client.delete(PODS, meta["name"], meta["namespace"], uid=meta.get("uid"))
-            except NotFound:
-                continue
-            except ApiError as exc:
-                if _surely_not_written(exc):
-                    self.expectations.observe_failure(group_key, meta["namespace"], meta["name"])
-                raise _ReconcileError(fail_reason, exc.message or str(exc)) from exc
-            head = meta["labels"].get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD
-            reason = c.EVENT_DELETED_HEAD_POD if head else c.EVENT_DELETED_WORKER_POD
-            self.recorder.event(
-                cluster, NORMAL, reason, f"Deleted pod {meta['namespace']}/{meta['name']}", "Delete"
-            )
+        """Deletes ``pods`` one by one (uid-guarded, with expectations). Deleting all of a
+        cluster's pods (suspend, Recreate, finalizer) is upstream's collection delete: one
+        DeletedPod event, or FailedToDeletePodCollection; single pods get their own events."""
+        collective = fail_reason == c.REASON_FAILED_DELETE_ALL_PODS
+        deleted = 0
+        try:
+            for pod in pods:
+                meta = pod["metadata"]
+                head = meta["labels"].get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD
+                where = f"{meta['namespace']}/{meta['name']}"
+                group_key = key or self._group_key(cluster, pod)
+                self.expectations.expect_delete(group_key, meta["namespace"], meta["name"])
+                try:
+                    await self.client.delete(
+                        PODS, meta["name"], meta["namespace"], uid=meta.get("uid")
+                    )
+                except NotFound:
+                    continue
+                except ApiError as exc:
+                    if _surely_not_written(exc):
+                        self.expectations.observe_failure(
+                            group_key, meta["namespace"], meta["name"]
+                        )
+                    if collective:
+                        failed = c.EVENT_FAILED_TO_DELETE_POD_COLLECTION
+                    elif head:
+                        failed = c.EVENT_FAILED_TO_DELETE_HEAD_POD
+                    else:
+                        failed = c.EVENT_FAILED_TO_DELETE_WORKER_POD
+                    detail = exc.message or str(exc)
+                    self.recorder.event(
+                        cluster,
+                        WARNING,
+                        failed,
+                        f"Failed to delete pod {where}: {detail}",
+                        "Delete",
+                    )
+                    raise _ReconcileError(fail_reason, detail) from exc
+                deleted += 1
+                if not collective:
+                    reason = c.EVENT_DELETED_HEAD_POD if head else c.EVENT_DELETED_WORKER_POD
+                    self.recorder.event(cluster, NORMAL, reason, f"Deleted pod {where}", "Delete")
+        finally:
+            if collective and deleted:
+                meta = cluster["metadata"]
+                self.recorder.event(
+                    cluster,
+                    NORMAL,
+                    c.EVENT_DELETED_POD,
+                    f"Deleted {deleted} pods of RayCluster {meta['namespace']}/{meta['name']}",
+                    "Delete",
+                )
 
     def _group_key(self, cluster: Obj, pod: Obj) -> str:
         meta = cluster["metadata"]

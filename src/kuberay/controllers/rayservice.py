@@ -500,9 +500,9 @@ class RayServiceReconciler:
                 (c.COND_SUSPENDED, "True"),
                 (c.COND_READY, "False"),
                 (c.COND_UPGRADE_IN_PROGRESS, "False"),
+                (c.COND_ROLLBACK_IN_PROGRESS, "False"),
             ):
                 self._set_condition(svc, ctype, value, c.REASON_SUSPEND_COMPLETE)
-            self._drop_condition(svc, c.COND_ROLLBACK_IN_PROGRESS)
             await self._write_status(svc, old_status)
             return True, None
         if self._is(svc, c.COND_SUSPENDED):
@@ -517,7 +517,7 @@ class RayServiceReconciler:
         self._set_condition(svc, c.COND_SUSPENDING, "True", c.REASON_SUSPEND_REQUESTED)
         self._set_condition(svc, c.COND_READY, "False", c.REASON_SUSPEND_IN_PROGRESS)
         self._set_condition(svc, c.COND_UPGRADE_IN_PROGRESS, "False", c.REASON_SUSPEND_IN_PROGRESS)
-        self._drop_condition(svc, c.COND_ROLLBACK_IN_PROGRESS)
+        self._set_condition(svc, c.COND_ROLLBACK_IN_PROGRESS, "False", c.REASON_SUSPEND_IN_PROGRESS)
         status["activeServiceStatus"] = {}
         status["pendingServiceStatus"] = {}
         status["numServeEndpoints"] = 0
