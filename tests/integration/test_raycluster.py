@@ -121,6 +121,23 @@ async def test_raycluster_becomes_ready_with_status(
     assert heads[0]["metadata"]["ownerReferences"][0]["kind"] == "RayCluster"
 
 
+async def wait_events(kube: KubeClient, namespace: str, name: str, want: dict[str, int]) -> None:
+    """Waits until the events about ``name`` include each reason exactly the given times."""
+    from kuberay.runtime.events import EVENTS_V1
+
+    seen: list[tuple[str, str]] = []
+
+    async def counted() -> bool:
+        nonlocal seen
+        events = (await kube.list(EVENTS_V1, namespace))["items"]
+        seen = [(e["reason"], e["action"]) for e in events if e["regarding"]["name"] == name]
+        reasons = [r for r, _ in seen]
+        return all(reasons.count(r) == n for r, n in want.items())
+
+    await wait_until(counted, timeout=15, what=f"events {want} (seen {seen})")
+    assert all(action == "Create" for reason, action in seen if reason in want), seen
+
+
 async def test_scale_by_replicas_and_by_workers_to_delete(
     kube: KubeClient, namespace: str, ray_operator: OperatorProcess
 ) -> None:
@@ -128,6 +145,17 @@ async def test_scale_by_replicas_and_by_workers_to_delete(
         RAYCLUSTERS, raycluster("scale", replicas=2, enableInTreeAutoscaling=True), namespace
     )
     await wait_ready(kube, namespace, "scale")
+    await wait_events(
+        kube,
+        namespace,
+        "scale",
+        {
+            "CreatedServiceAccount": 1,
+            "CreatedRole": 1,
+            "CreatedRoleBinding": 1,
+            "CreatedService": 1,
+        },
+    )
     await kube.patch(
         RAYCLUSTERS,
         "scale",
@@ -376,6 +404,7 @@ async def test_ingress_serve_service_and_auth_secret(
     assert [p["name"] for p in serve["spec"]["ports"]] == ["serve"]
     secret = await kube.get(SECRETS, "extras", namespace)
     assert secret["data"]["auth_token"]
+    await wait_events(kube, namespace, "extras", {"CreatedIngress": 1, "CreatedService": 2})
 
 
 SAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "samples"

@@ -273,7 +273,11 @@ class RayClusterReconciler:
             await self._reconcile_rbac(cluster)
             await self._reconcile_auth_secret(cluster)
             if cb.is_gcs_ft_embedded(cluster) and not storeb.uses_user_claim(cluster):
-                await self._create_if_missing(PVCS, storeb.build_gcs_pvc(cluster))
+                await self._create_if_missing(
+                    PVCS,
+                    storeb.build_gcs_pvc(cluster),
+                    (cluster, c.EVENT_CREATED_PVC, c.EVENT_FAILED_TO_CREATE_PVC),
+                )
             await self._reconcile_services(cluster)
             more_work = await self._reconcile_pods(cluster)
         except _ReconcileError as exc:
@@ -319,12 +323,31 @@ class RayClusterReconciler:
         return None
 
     # ------------------------------------------------------------------ child objects
-    async def _create_if_missing(self, res: Resource, obj: Obj) -> bool:
-        """Create-only semantics (upstream never updates these): True when created."""
+    async def _create_if_missing(
+        self,
+        res: Resource,
+        obj: Obj,
+        events: tuple[Obj, str, str] | None = None,
+    ) -> bool:
+        """Create-only semantics (upstream never updates these): True when created.
+        ``events`` = (cluster, created reason, failed reason) reports the outcome on the
+        cluster, as upstream does for each child it creates."""
+        meta = obj["metadata"]
+        where = f"{obj.get('kind', res.plural)} {meta.get('namespace')}/{meta.get('name')}"
         try:
-            await self.client.create(res, obj, obj["metadata"].get("namespace"))
+            await self.client.create(res, obj, meta.get("namespace"))
         except AlreadyExists:
             return False
+        except ApiError as exc:
+            if events is not None:
+                cluster, _, failed = events
+                detail = exc.message or str(exc)
+                note = f"Failed to create {where}: {detail}"
+                self.recorder.event(cluster, WARNING, failed, note, "Create")
+            raise
+        if events is not None:
+            cluster, created, _ = events
+            self.recorder.event(cluster, NORMAL, created, f"Created {where}", "Create")
         return True
 
     async def _reconcile_rbac(self, cluster: Obj) -> None:
@@ -348,10 +371,24 @@ class RayClusterReconciler:
                 raise _ReconcileError("", msg) from None
         else:
             await self._create_if_missing(
-                SERVICEACCOUNTS, rbac.build_autoscaler_service_account(cluster)
+                SERVICEACCOUNTS,
+                rbac.build_autoscaler_service_account(cluster),
+                (
+                    cluster,
+                    c.EVENT_CREATED_SERVICE_ACCOUNT,
+                    c.EVENT_FAILED_TO_CREATE_SERVICE_ACCOUNT,
+                ),
             )
-        await self._create_if_missing(ROLES, rbac.build_autoscaler_role(cluster))
-        await self._create_if_missing(ROLEBINDINGS, rbac.build_autoscaler_role_binding(cluster))
+        await self._create_if_missing(
+            ROLES,
+            rbac.build_autoscaler_role(cluster),
+            (cluster, c.EVENT_CREATED_ROLE, c.EVENT_FAILED_TO_CREATE_ROLE),
+        )
+        await self._create_if_missing(
+            ROLEBINDINGS,
+            rbac.build_autoscaler_role_binding(cluster),
+            (cluster, c.EVENT_CREATED_ROLE_BINDING, c.EVENT_FAILED_TO_CREATE_ROLE_BINDING),
+        )
 
     async def _reconcile_ingress(self, cluster: Obj) -> None:
         """Created when asked for and kept in line with the spec (upstream updates on drift);
@@ -360,20 +397,19 @@ class RayClusterReconciler:
             return
         if self.config.use_routes:
             route = ingb.build_head_route(cluster, self.config.build)
-            if await self._create_if_missing(ROUTES, route):
-                ns, name = route["metadata"]["namespace"], route["metadata"]["name"]
-                self.recorder.event(
-                    cluster, NORMAL, "CreatedRoute", f"Created route {ns}/{name}", "Create"
-                )
+            await self._create_if_missing(
+                ROUTES, route, (cluster, c.EVENT_CREATED_ROUTE, c.EVENT_FAILED_TO_CREATE_ROUTE)
+            )
             return
         want = ingb.build_head_ingress(cluster, self.config.build)
         ns, name = want["metadata"]["namespace"], want["metadata"]["name"]
         try:
             have = await self.client.get(INGRESSES, name, ns)
         except NotFound:
-            await self.client.create(INGRESSES, want, ns)
-            self.recorder.event(
-                cluster, NORMAL, "CreatedIngress", f"Created ingress {ns}/{name}", "Create"
+            await self._create_if_missing(
+                INGRESSES,
+                want,
+                (cluster, c.EVENT_CREATED_INGRESS, c.EVENT_FAILED_TO_CREATE_INGRESS),
             )
             return
         owners = have["metadata"].get("ownerReferences") or []
@@ -524,14 +560,10 @@ class RayClusterReconciler:
         ns = cluster["metadata"]["namespace"]
         if self._cached(self.services, ns, want["metadata"]["name"]) is not None:
             return
-        if await self._create_if_missing(SERVICES, want):
-            self.recorder.event(
-                cluster,
-                NORMAL,
-                "CreatedService",
-                f"Created service {ns}/{want['metadata']['name']}",
-                "Create",
-            )
+        await self._create_if_missing(SERVICES, want, self._service_events(cluster))
+
+    def _service_events(self, cluster: Obj) -> tuple[Obj, str, str]:
+        return (cluster, c.EVENT_CREATED_SERVICE, c.EVENT_FAILED_TO_CREATE_SERVICE)
 
     async def _reconcile_services(self, cluster: Obj) -> None:
         spec = cluster["spec"]
@@ -539,12 +571,16 @@ class RayClusterReconciler:
         await self._reconcile_head_service(cluster)
         if any(int(g.get("numOfHosts") or 1) > 1 for g in spec.get("workerGroupSpecs") or []):
             await self._create_if_missing(
-                SERVICES, svcb.build_headless_service(cluster, self.config.build)
+                SERVICES,
+                svcb.build_headless_service(cluster, self.config.build),
+                self._service_events(cluster),
             )
         annotations = cluster["metadata"].get("annotations") or {}
         if annotations.get(c.ANNOTATION_ENABLE_SERVE_SERVICE) == "true":
             await self._create_if_missing(
-                SERVICES, svcb.build_serve_service(cluster, self.config.build)
+                SERVICES,
+                svcb.build_serve_service(cluster, self.config.build),
+                self._service_events(cluster),
             )
 
     # ------------------------------------------------------------------ pods
