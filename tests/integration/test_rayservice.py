@@ -515,6 +515,13 @@ async def test_suspend_deletes_everything_and_resume_redeploys(
         SERVICES, namespace, label_selector="ray.io/originated-from-cr-name=sus"
     )
     assert not [s for s in services["items"] if not s["metadata"].get("deletionTimestamp")]
+
+    async def deletions_reported() -> bool:
+        events = (await kube.list(EVENTS_V1, namespace))["items"]
+        reasons = {e["reason"] for e in events if e["regarding"]["name"] == "sus"}
+        return {"DeletedRayCluster", "DeletedService"} <= reasons
+
+    await wait_until(deletions_reported, timeout=10, what="DeletedRayCluster and DeletedService")
     await kube.patch(RAYSERVICES, "sus", {"spec": {"suspend": False}}, namespace)
     obj = await wait_service(
         kube,

@@ -61,7 +61,7 @@ from kuberay.ray.dashboard import (
 from kuberay.ray.http_client import service_proxy_base_url
 from kuberay.runtime.client import JOBS, PODS, SECRETS, SERVICES, KubeClient, Resource
 from kuberay.runtime.controller import Request, Result
-from kuberay.runtime.errors import AlreadyExists, ApiError, NotFound
+from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
 from kuberay.runtime.informer import Informer
 from kuberay.runtime.manager import Manager
@@ -748,7 +748,15 @@ class RayJobReconciler:
                 "metadata": {"resourceVersion": have["metadata"]["resourceVersion"]},
                 "spec": {"selector": want_selector},
             }
-            await self.client.patch(SERVICES, name, patch, ns)
+            try:
+                await self.client.patch(SERVICES, name, patch, ns)
+            except ApiError as exc:
+                if not isinstance(exc, Conflict | NotFound):
+                    note = f"Failed to update service {ns}/{name}: {exc.message or exc}"
+                    self.recorder.event(
+                        job, WARNING, c.EVENT_FAILED_TO_UPDATE_SERVICE, note, "Update"
+                    )
+                raise
             self.recorder.event(
                 job, NORMAL, c.EVENT_UPDATED_SERVICE, f"Updated service {ns}/{name}", "Update"
             )
@@ -828,7 +836,15 @@ class RayJobReconciler:
             return
         for group in groups:
             group["suspend"] = True
-        await self.client.update(RAYCLUSTERS, cluster)
+        try:
+            await self.client.update(RAYCLUSTERS, cluster)
+        except ApiError as exc:
+            if not isinstance(exc, Conflict | NotFound):
+                note = f"Failed to suspend the worker groups of cluster {ns}/{name}: {exc}"
+                self.recorder.event(
+                    job, WARNING, c.EVENT_FAILED_TO_UPDATE_RAYCLUSTER, note, "Update"
+                )
+            raise
         self.recorder.event(
             job,
             NORMAL,

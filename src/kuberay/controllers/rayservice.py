@@ -547,8 +547,22 @@ class RayServiceReconciler:
             remaining = True
             if obj["metadata"].get("deletionTimestamp"):
                 continue
-            with contextlib.suppress(NotFound):
-                await self.client.delete(res, obj["metadata"]["name"], ns, propagation="Background")
+            child = obj["metadata"]["name"]
+            if res is RAYCLUSTERS:
+                kind, done = "RayCluster", c.EVENT_DELETED_RAYCLUSTER
+                failed = c.EVENT_FAILED_TO_DELETE_RAYCLUSTER
+            else:
+                kind, done = "Service", c.EVENT_DELETED_SERVICE
+                failed = c.EVENT_FAILED_TO_DELETE_SERVICE
+            try:
+                await self.client.delete(res, child, ns, propagation="Background")
+            except NotFound:
+                continue
+            except ApiError as exc:
+                note = f"Failed to delete {kind} {ns}/{child}: {exc.message or exc}"
+                self.recorder.event(svc, WARNING, failed, note, "Delete")
+                continue
+            self.recorder.event(svc, NORMAL, done, f"Deleted {kind} {ns}/{child}", "Delete")
         return await self._delete_gateway_objects(svc) or remaining
 
     def _drop_condition(self, svc: Obj, ctype: str) -> None:
@@ -702,11 +716,15 @@ class RayServiceReconciler:
         if not rsb.needs_in_place_update(svc, cluster):
             return cluster
         want = rsb.updated_cluster(svc, cluster)
+        ns, cname = svc["metadata"]["namespace"], cluster["metadata"]["name"]
         try:
             updated = await self.client.update(RAYCLUSTERS, want)
         except (Conflict, NotFound):
             return cluster
-        ns, cname = svc["metadata"]["namespace"], cluster["metadata"]["name"]
+        except ApiError as exc:
+            note = f"Failed to update RayCluster {ns}/{cname}: {exc.message or exc}"
+            self.recorder.event(svc, WARNING, c.EVENT_FAILED_TO_UPDATE_RAYCLUSTER, note, "Update")
+            raise
         self.recorder.event(
             svc, NORMAL, c.EVENT_UPDATED_RAYCLUSTER, f"Updated RayCluster {ns}/{cname}", "Update"
         )
@@ -1315,6 +1333,10 @@ class RayServiceReconciler:
                 await self.client.patch(SERVICES, sname, patch, ns)
             except (Conflict, NotFound):
                 return None
+            except ApiError as exc:
+                note = f"Failed to update service {ns}/{sname}: {exc.message or exc}"
+                self.recorder.event(svc, WARNING, c.EVENT_FAILED_TO_UPDATE_SERVICE, note, "Update")
+                raise
             self.recorder.event(
                 svc, NORMAL, c.EVENT_UPDATED_SERVICE, f"Updated service {ns}/{sname}", "Update"
             )
