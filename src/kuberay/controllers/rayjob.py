@@ -751,11 +751,8 @@ class RayJobReconciler:
             try:
                 await self.client.patch(SERVICES, name, patch, ns)
             except ApiError as exc:
-                if not isinstance(exc, Conflict | NotFound):
-                    note = f"Failed to update service {ns}/{name}: {exc.message or exc}"
-                    self.recorder.event(
-                        job, WARNING, c.EVENT_FAILED_TO_UPDATE_SERVICE, note, "Update"
-                    )
+                what = f"Failed to update service {ns}/{name}"
+                self._update_failed(job, exc, c.EVENT_FAILED_TO_UPDATE_SERVICE, what)
                 raise
             self.recorder.event(
                 job, NORMAL, c.EVENT_UPDATED_SERVICE, f"Updated service {ns}/{name}", "Update"
@@ -823,6 +820,12 @@ class RayJobReconciler:
             )
         log.info("deleted RayJob %s/%s after it finished", _ns(job), job["metadata"]["name"])
 
+    def _update_failed(self, job: Obj, exc: ApiError, reason: str, what: str) -> None:
+        """A Warning for a failed update; a conflict or a vanished object is just a retry."""
+        if not isinstance(exc, Conflict | NotFound):
+            note = f"{what}: {exc.message or exc}"
+            self.recorder.event(job, WARNING, reason, note, "Update")
+
     async def _delete_workers(self, job: Obj) -> None:
         """DeleteWorkers: suspend every worker group of the job's cluster."""
         ns = _ns(job)
@@ -839,11 +842,8 @@ class RayJobReconciler:
         try:
             await self.client.update(RAYCLUSTERS, cluster)
         except ApiError as exc:
-            if not isinstance(exc, Conflict | NotFound):
-                note = f"Failed to suspend the worker groups of cluster {ns}/{name}: {exc}"
-                self.recorder.event(
-                    job, WARNING, c.EVENT_FAILED_TO_UPDATE_RAYCLUSTER, note, "Update"
-                )
+            what = f"Failed to suspend the worker groups of cluster {ns}/{name}"
+            self._update_failed(job, exc, c.EVENT_FAILED_TO_UPDATE_RAYCLUSTER, what)
             raise
         self.recorder.event(
             job,
