@@ -39,7 +39,11 @@ async def test_kubernetes_version_requirement(kube: KubeClient) -> None:
             "SidecarSubmitterRestart feature gate needs Kubernetes 1.35",
         ),
         ("--feature-gates=NoSuchGate=true", "unrecognized feature gate: NoSuchGate"),
-        ("--batch-scheduler=nonexistent", "unsupported --batch-scheduler 'nonexistent'"),
+        ("--batch-scheduler=nonexistent", "scheduler is not supported, name=nonexistent"),
+        (
+            "--enable-batch-scheduler --batch-scheduler=volcano",
+            "both feature flags enable-batch-scheduler (deprecated) and batch-scheduler are set",
+        ),
     ],
 )
 def test_operator_refuses_to_start_with_a_reason(plane: Plane, flag: str, message: str) -> None:
@@ -53,7 +57,7 @@ def test_operator_refuses_to_start_with_a_reason(plane: Plane, flag: str, messag
             "--enable-leader-election=false",
             "--metrics-addr=127.0.0.1:0",
             "--health-probe-bind-address=127.0.0.1:0",
-            flag,
+            *flag.split(),
         ],
         capture_output=True,
         text=True,

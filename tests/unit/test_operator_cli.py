@@ -86,3 +86,60 @@ def test_bad_config_files(tmp_path: Path, text: str, message: str) -> None:
     path.write_text(text)
     with pytest.raises(SettingsError, match=message):
         load_config_file(str(path), None)
+
+
+def test_upstream_logging_and_zap_flags_are_accepted(tmp_path: Path) -> None:
+    log_file = tmp_path / "logs" / "operator.log"
+    s = settings_from_args(
+        _parse(  # type: ignore[arg-type]
+            f"--log-file-path={log_file}",
+            "--log-file-encoder=console",
+            "--zap-log-level=debug",
+            "--zap-devel",
+            "--zap-encoder=console",
+            "--zap-stacktrace-level=error",
+            "--zap-time-encoding=iso8601",
+            "--enable-batch-scheduler=true",
+        )
+    )
+    assert s.log_file_path == str(log_file)
+    assert s.log_file_encoder == "console"
+    assert s.log_level == "debug"
+    assert s.enable_batch_scheduler is True
+    assert settings_from_args(_parse("--zap-log-level=2")).log_level == "debug"  # type: ignore[arg-type]
+
+
+def test_log_file_gets_its_own_encoder(tmp_path: Path) -> None:
+    import logging
+
+    from kuberay.runtime import logs
+
+    log_file = tmp_path / "logs" / "operator.log"
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        logs.setup("json", "info", file_path=str(log_file), file_encoder="console")
+        logging.getLogger("kuberay.test").info("hello file")
+        for handler in root.handlers:
+            handler.flush()
+        line = log_file.read_text().strip()
+        assert line.endswith("INFO kuberay.test: hello file")
+    finally:
+        for handler in root.handlers:
+            if handler not in saved[0]:
+                handler.close()
+        root.handlers, root.level = saved[0], saved[1]
+
+
+def test_config_file_logging_and_batch_scheduler_keys(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "apiVersion: config.ray.io/v1alpha1\n"
+        "kind: Configuration\n"
+        "logFile: /var/log/kuberay.log\n"
+        "logFileEncoder: console\n"
+        "enableBatchScheduler: true\n"
+    )
+    s = load_config_file(str(path), None)
+    assert (s.log_file_path, s.log_file_encoder) == ("/var/log/kuberay.log", "console")
+    assert s.enable_batch_scheduler is True

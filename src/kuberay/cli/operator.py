@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from kuberay.api import constants as c
+from kuberay.api import validation as v
 from kuberay.api.features import FeatureGates
 from kuberay.api.webhook import handlers as webhook_handlers
 from kuberay.builders.options import BuildOptions
@@ -56,7 +57,11 @@ class OperatorSettings:
     reconcile_concurrency: int = DEFAULT_RECONCILE_CONCURRENCY
     watch_namespace: list[str] = field(default_factory=list)
     log_stdout_encoder: str = "json"
+    log_file_path: str = ""
+    log_file_encoder: str = "json"
+    log_level: str = "info"
     batch_scheduler: str = ""
+    enable_batch_scheduler: bool = False
     use_kubernetes_proxy: bool = False
     enable_metrics: bool = False
     qps: float = 100.0
@@ -78,7 +83,10 @@ _CONFIG_KEYS = {
     "leaderElectionNamespace": "leader_election_namespace",
     "reconcileConcurrency": "reconcile_concurrency",
     "logStdoutEncoder": "log_stdout_encoder",
+    "logFile": "log_file_path",
+    "logFileEncoder": "log_file_encoder",
     "batchScheduler": "batch_scheduler",
+    "enableBatchScheduler": "enable_batch_scheduler",
     "useKubernetesProxy": "use_kubernetes_proxy",
     "enableMetrics": "enable_metrics",
     "qps": "qps",
@@ -93,9 +101,6 @@ _CONFIG_KEYS = {
 _IGNORED_CONFIG_KEYS = {
     "apiVersion",
     "kind",
-    "logFile",
-    "logFileEncoder",
-    "enableBatchScheduler",
     "featureGates",
 }
 
@@ -155,7 +160,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--burst", type=int, default=200)
     p.add_argument("--config", default="", help="config.ray.io/v1alpha1 Configuration file")
     p.add_argument("--kubeconfig", default=None)
+    # controller-runtime's zap flags, so upstream's manifests start unchanged: the level is
+    # honoured; the rest shape Go's encoder and are accepted without effect.
+    p.add_argument("--zap-log-level", default="info", type=_zap_level)
+    p.add_argument("--zap-devel", type=_bool, default=False, nargs="?", const=True)
+    p.add_argument("--zap-encoder", default="", choices=["", "json", "console"])
+    p.add_argument("--zap-stacktrace-level", default="")
+    p.add_argument("--zap-time-encoding", default="")
     p.set_defaults(func=cmd_operator)
+
+
+def _zap_level(text: str) -> str:
+    """zap's names, or an integer verbosity (a higher number logs more, 1 or more = debug)."""
+    names = {"debug": "debug", "info": "info", "warn": "warning", "error": "error"}
+    names.update({"dpanic": "critical", "panic": "critical", "fatal": "critical"})
+    if text.lower() in names:
+        return names[text.lower()]
+    if text.isdigit():
+        return "debug" if int(text) > 0 else "info"
+    raise argparse.ArgumentTypeError(f"unrecognized level {text!r}")
 
 
 def settings_from_args(args: argparse.Namespace) -> OperatorSettings:
@@ -171,7 +194,11 @@ def settings_from_args(args: argparse.Namespace) -> OperatorSettings:
         reconcile_concurrency=args.reconcile_concurrency,
         watch_namespace=[n for n in args.watch_namespace.split(",") if n],
         log_stdout_encoder=args.log_stdout_encoder,
+        log_file_path=args.log_file_path,
+        log_file_encoder=args.log_file_encoder,
+        log_level=args.zap_log_level,
         batch_scheduler=args.batch_scheduler,
+        enable_batch_scheduler=args.enable_batch_scheduler,
         use_kubernetes_proxy=args.use_kubernetes_proxy,
         enable_metrics=args.enable_metrics,
         qps=args.qps,
@@ -207,6 +234,11 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
         gates = FeatureGates.parse(settings.feature_gates)
     except ValueError as exc:
         raise SettingsError(f"--feature-gates: {exc}") from exc
+    problem = v.validate_operator_options(
+        gates, settings.batch_scheduler, settings.enable_batch_scheduler
+    )
+    if problem:
+        raise SettingsError(problem)
     try:
         scheduler = get_scheduler(settings.batch_scheduler)
     except UnknownScheduler as exc:
@@ -308,7 +340,12 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
 def cmd_operator(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
-        logs.setup(settings.log_stdout_encoder)
+        logs.setup(
+            settings.log_stdout_encoder,
+            settings.log_level,
+            file_path=settings.log_file_path or None,
+            file_encoder=settings.log_file_encoder,
+        )
         return asyncio.run(run(settings))
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
