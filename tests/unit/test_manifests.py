@@ -25,14 +25,29 @@ from kuberay.builders import rbac as autoscaler_rbac
 from kuberay.cli import manifests
 from kuberay.cli.main import build_parser
 from kuberay.cli.main import main as cli_main
-from kuberay.controllers import common, raycluster, raycronjob, rayjob, rayservice
+from kuberay.controllers import (
+    common,
+    networkpolicy,
+    raycluster,
+    raycronjob,
+    rayjob,
+    rayservice,
+)
 from kuberay.runtime import client, events, leader
 from kuberay.runtime.client import Resource
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 CHART = DEPLOY / "helm" / "kuberay-operator"
-SCANNED: tuple[ModuleType, ...] = (raycluster, raycronjob, rayjob, rayservice, events, leader)
+SCANNED: tuple[ModuleType, ...] = (
+    raycluster,
+    raycronjob,
+    rayjob,
+    rayservice,
+    networkpolicy,
+    events,
+    leader,
+)
 RESOURCE_MODULES: tuple[ModuleType, ...] = (client, events, common, *SCANNED)
 
 # client method (or controller helper wrapping one) -> RBAC verbs it needs.

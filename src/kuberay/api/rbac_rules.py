@@ -141,6 +141,12 @@ OPERATOR_RULES: Final = (
         ("create", "get", "update"),
         "headGroupSpec.enableIngress; updated when it drifts",
     ),
+    Rule(
+        "networking.k8s.io",
+        ("networkpolicies",),
+        ("create", "delete", "get", "list", "update", "watch"),
+        "spec.networkPolicy (gate RayClusterNetworkPolicy): the policies isolating a cluster",
+    ),
     Rule("route.openshift.io", ("routes",), ("create",), "enableIngress on OpenShift"),
     Rule(
         "gateway.networking.k8s.io",

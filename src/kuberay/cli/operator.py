@@ -27,6 +27,7 @@ from kuberay.api.features import FeatureGates
 from kuberay.api.webhook import handlers as webhook_handlers
 from kuberay.builders.options import BuildOptions
 from kuberay.controllers.crd_metrics import RayClusterMetrics, RayJobMetrics, RayServiceMetrics
+from kuberay.controllers.networkpolicy import register as register_networkpolicy
 from kuberay.controllers.raycluster import RayClusterConfig, detect_openshift
 from kuberay.controllers.raycluster import register as register_raycluster
 from kuberay.controllers.raycronjob import RayCronJobConfig
@@ -312,6 +313,10 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
         services = register_rayservice(mgr, rs, settings.watch_namespace or None, dashboards)
         if settings.enable_metrics:
             mgr.metrics.registry.register(RayServiceMetrics(services.rayservices))
+        if gates.enabled("RayClusterNetworkPolicy"):
+            register_networkpolicy(
+                mgr, settings.watch_namespace or None, settings.reconcile_concurrency
+            )
         if gates.enabled("RayCronJob"):
             register_raycronjob(
                 mgr, RayCronJobConfig(gates=gates), settings.watch_namespace or None

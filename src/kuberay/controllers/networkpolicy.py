@@ -1,0 +1,234 @@
+"""NetworkPolicy controller (gate RayClusterNetworkPolicy): keeps each RayCluster's policies equal
+to what ``spec.networkPolicy`` asks for.
+
+Invariants and failure modes:
+- A cluster with ``spec.networkPolicy`` has exactly the policies the pure builder makes (one for
+  the head, one per worker group); the ones it owns and no longer wants (a removed group, or
+  the whole field removed) are deleted. Nothing else is ever touched.
+- A policy of the wanted name that this cluster does not own is never taken over: the cluster
+  gets a NetworkPolicyNameCollision warning and the pass is retried later. Silently skipping it
+  would leave pods without the isolation the user asked for; overwriting it would break
+  whoever owns it.
+- Creates are checked against the API, not only the cache: AlreadyExists means either our own
+  create from a previous pass (owned: fine) or a collision (reported), so a stale cache cannot
+  cause a duplicate or a takeover.
+- Ports without a protocol are compared as TCP (the apiserver's default), so a policy the user
+  wrote without protocols is not rewritten on every pass.
+- Deleted clusters need no work here: their policies carry an owner reference and the garbage
+  collector removes them. Clusters managed by another controller (``spec.managedBy``) and
+  clusters being deleted are skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kuberay.api import constants as c
+from kuberay.builders.network_policy import build_network_policies
+from kuberay.controllers.common import RAYCLUSTERS
+from kuberay.runtime.client import KubeClient, Resource
+from kuberay.runtime.controller import Request, Result, generation_changed
+from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
+from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
+from kuberay.runtime.informer import Informer
+from kuberay.runtime.manager import Manager
+from kuberay.runtime.store import Obj
+
+NETWORKPOLICIES = Resource("networking.k8s.io", "v1", "networkpolicies", kind="NetworkPolicy")
+RETRY_SECONDS = 10.0
+
+
+def _with_tcp(value: Any) -> Any:
+    """``value`` with every ``ports[].protocol`` defaulted to TCP, as the apiserver stores it."""
+    if isinstance(value, dict):
+        out = {k: _with_tcp(v) for k, v in value.items()}
+        if isinstance(out.get("ports"), list):
+            out["ports"] = [
+                {"protocol": "TCP", **p} if isinstance(p, dict) else p for p in out["ports"]
+            ]
+        return out
+    if isinstance(value, list):
+        return [_with_tcp(v) for v in value]
+    return value
+
+
+def policy_differs(want: Obj, have: Obj) -> bool:
+    if _with_tcp(want.get("spec") or {}) != _with_tcp(have.get("spec") or {}):
+        return True
+    labels = have["metadata"].get("labels") or {}
+    return any(labels.get(k) != v for k, v in (want["metadata"].get("labels") or {}).items())
+
+
+def _owned_by(obj: Obj, uid: str) -> bool:
+    return any(
+        ref.get("uid") == uid and ref.get("controller")
+        for ref in obj["metadata"].get("ownerReferences") or []
+    )
+
+
+class NetworkPolicyReconciler:
+    def __init__(
+        self, mgr: Manager, *, namespaces: list[str] | None = None, concurrency: int = 1
+    ) -> None:
+        self.client: KubeClient = mgr.client
+        self.recorder: EventRecorder = mgr.recorder(c.RECORDER_NETWORKPOLICY)
+        self.clusters: list[Informer] = []
+        self.policies: list[Informer] = []
+        ctrl = mgr.controller("networkpolicy", self.reconcile, concurrency=concurrency)
+        for ns in list(namespaces) if namespaces else [None]:
+            clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
+            policies = mgr.informer(NETWORKPOLICIES, namespace=ns, label_selector=c.LABEL_CLUSTER)
+            ctrl.for_(clusters, generation_changed)
+            ctrl.owns(policies, c.KIND_RAYCLUSTER, "ray.io")
+            self.clusters.append(clusters)
+            self.policies.append(policies)
+        self.controller = ctrl
+
+    def _cluster(self, ns: str, name: str) -> Obj | None:
+        for inf in self.clusters:
+            obj = inf.store.get_by_name(ns, name)
+            if obj is not None:
+                return obj
+        return None
+
+    def _owned_policies(self, ns: str, cluster: str, uid: str) -> dict[str, Obj]:
+        out: dict[str, Obj] = {}
+        for inf in self.policies:
+            for obj in inf.store.values():
+                meta = obj["metadata"]
+                if (
+                    meta.get("namespace") == ns
+                    and (meta.get("labels") or {}).get(c.LABEL_CLUSTER) == cluster
+                    and _owned_by(obj, uid)
+                ):
+                    out[meta["name"]] = obj
+        return out
+
+    async def reconcile(self, req: Request) -> Result | None:
+        ns = req.namespace or ""
+        cached = self._cluster(ns, req.name)
+        if cached is None:
+            return None
+        meta = cached["metadata"]
+        spec = cached.get("spec") or {}
+        if meta.get("deletionTimestamp"):
+            return None
+        managed_by = spec.get("managedBy")
+        if managed_by is not None and managed_by != c.MANAGED_BY_KUBERAY:
+            return None
+        cluster = copy.deepcopy(cached)
+        cluster.setdefault("apiVersion", c.API_VERSION)
+        cluster.setdefault("kind", c.KIND_RAYCLUSTER)
+        uid = meta.get("uid", "")
+        want = build_network_policies(cluster) if spec.get("networkPolicy") else []
+        owned = self._owned_policies(ns, req.name, uid)
+        blocked = False
+        for policy in want:
+            name = policy["metadata"]["name"]
+            have = owned.pop(name, None)
+            if have is None:
+                blocked |= not await self._create(cluster, policy)
+            elif policy_differs(policy, have):
+                await self._update(cluster, policy, have)
+        for stale in owned.values():
+            await self._delete(cluster, stale)
+        return Result(requeue_after=RETRY_SECONDS) if blocked else None
+
+    async def _create(self, cluster: Obj, policy: Obj) -> bool:
+        """False when the name belongs to a policy this cluster does not own."""
+        ns, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
+        try:
+            await self.client.create(NETWORKPOLICIES, policy, ns)
+        except AlreadyExists:
+            try:
+                existing = await self.client.get(NETWORKPOLICIES, name, ns)
+            except NotFound:
+                return False  # deleted meanwhile: the retry creates it
+            if _owned_by(existing, cluster["metadata"].get("uid", "")):
+                return True  # our own earlier create; the cache had not seen it yet
+            self.recorder.event(
+                cluster,
+                WARNING,
+                c.EVENT_NETWORK_POLICY_NAME_COLLISION,
+                f"NetworkPolicy {ns}/{name} exists and is not owned by this RayCluster; "
+                "rename or delete it so the cluster can be isolated",
+                "Create",
+            )
+            return False
+        except ApiError as exc:
+            self.recorder.event(
+                cluster,
+                WARNING,
+                c.EVENT_FAILED_TO_CREATE_NETWORK_POLICY,
+                f"Failed to create NetworkPolicy {ns}/{name}: {exc.message or exc}",
+                "Create",
+            )
+            raise
+        self.recorder.event(
+            cluster,
+            NORMAL,
+            c.EVENT_CREATED_NETWORK_POLICY,
+            f"Created NetworkPolicy {ns}/{name}",
+            "Create",
+        )
+        return True
+
+    async def _update(self, cluster: Obj, policy: Obj, have: Obj) -> None:
+        ns, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
+        body = copy.deepcopy(have)
+        body["spec"] = policy["spec"]
+        body["metadata"]["labels"] = {
+            **(have["metadata"].get("labels") or {}),
+            **policy["metadata"]["labels"],
+        }
+        try:
+            await self.client.update(NETWORKPOLICIES, body)
+        except (Conflict, NotFound):
+            raise  # a newer version or a deletion is on its way: the next pass redoes it
+        except ApiError as exc:
+            self.recorder.event(
+                cluster,
+                WARNING,
+                c.EVENT_FAILED_TO_UPDATE_NETWORK_POLICY,
+                f"Failed to update NetworkPolicy {ns}/{name}: {exc.message or exc}",
+                "Update",
+            )
+            raise
+        self.recorder.event(
+            cluster,
+            NORMAL,
+            c.EVENT_UPDATED_NETWORK_POLICY,
+            f"Updated NetworkPolicy {ns}/{name}",
+            "Update",
+        )
+
+    async def _delete(self, cluster: Obj, policy: Obj) -> None:
+        meta = policy["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        try:
+            await self.client.delete(NETWORKPOLICIES, name, ns, uid=meta.get("uid"))
+        except NotFound:
+            return
+        except ApiError as exc:
+            self.recorder.event(
+                cluster,
+                WARNING,
+                c.EVENT_FAILED_TO_DELETE_NETWORK_POLICY,
+                f"Failed to delete NetworkPolicy {ns}/{name}: {exc.message or exc}",
+                "Delete",
+            )
+            raise
+        self.recorder.event(
+            cluster,
+            NORMAL,
+            c.EVENT_DELETED_NETWORK_POLICY,
+            f"Deleted NetworkPolicy {ns}/{name}",
+            "Delete",
+        )
+
+
+def register(
+    mgr: Manager, namespaces: list[str] | None = None, concurrency: int = 1
+) -> NetworkPolicyReconciler:
+    return NetworkPolicyReconciler(mgr, namespaces=namespaces, concurrency=concurrency)

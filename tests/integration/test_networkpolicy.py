@@ -1,0 +1,164 @@
+"""NetworkPolicy controller (gate RayClusterNetworkPolicy) on the real plane: policies follow
+``spec.networkPolicy`` through create, mode change and removal; a name taken by someone else's
+policy is reported and never taken over; converged policies are not rewritten."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from operator_fixture import OperatorProcess, install_crds
+
+from kuberay.controllers.networkpolicy import NETWORKPOLICIES
+from kuberay.devenv.plane import Plane
+from kuberay.devenv.testing import wait_gone, wait_until
+from kuberay.runtime.client import KubeClient, Resource
+from kuberay.runtime.errors import NotFound
+from kuberay.runtime.events import EVENTS_V1
+
+RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
+
+
+def isolated_cluster(name: str, **policy: Any) -> dict[str, Any]:
+    container = {"name": "ray-head", "image": "rayproject/ray:2.52.0"}
+    worker = {"name": "ray-worker", "image": "rayproject/ray:2.52.0"}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "headGroupSpec": {
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [container]}},
+            },
+            "workerGroupSpecs": [
+                {
+                    "groupName": "small",
+                    "replicas": 1,
+                    "minReplicas": 0,
+                    "maxReplicas": 2,
+                    "rayStartParams": {},
+                    "template": {"spec": {"containers": [worker]}},
+                }
+            ],
+            "networkPolicy": policy,
+        },
+    }
+
+
+@pytest.fixture
+async def np_operator(
+    plane: Plane, kube: KubeClient, namespace: str, tmp_path: Path
+) -> AsyncIterator[OperatorProcess]:
+    await install_crds(kube)
+    op = OperatorProcess(
+        plane,
+        tmp_path,
+        "--feature-gates=RayClusterNetworkPolicy=true",
+        f"--watch-namespace={namespace}",
+    )
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+
+
+async def policy(kube: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return await kube.get(NETWORKPOLICIES, name, namespace)
+    except NotFound:
+        return None
+
+
+async def reasons_for(kube: KubeClient, namespace: str, name: str) -> list[str]:
+    events = (await kube.list(EVENTS_V1, namespace))["items"]
+    return [e["reason"] for e in events if e["regarding"]["name"] == name]
+
+
+async def test_policies_follow_the_spec(
+    kube: KubeClient, namespace: str, np_operator: OperatorProcess
+) -> None:
+    rule = {"ports": [{"port": 8265}]}  # no protocol: the apiserver stores TCP
+    await kube.create(
+        RAYCLUSTERS,
+        isolated_cluster("iso", mode="DenyAll", head={"ingressRules": [rule]}),
+        namespace,
+    )
+
+    async def both() -> bool:
+        return all(
+            [
+                await policy(kube, namespace, "iso-head"),
+                await policy(kube, namespace, "iso-workers-small"),
+            ]
+        )
+
+    await wait_until(both, timeout=30, what=f"both policies ({np_operator.tail()})")
+    head = await policy(kube, namespace, "iso-head")
+    assert head is not None
+    assert head["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert head["spec"]["podSelector"]["matchLabels"] == {
+        "ray.io/cluster": "iso",
+        "ray.io/node-type": "head",
+    }
+    assert {"ports": [{"port": 8265, "protocol": "TCP"}]} in head["spec"]["ingress"]
+    assert head["metadata"]["ownerReferences"][0]["kind"] == "RayCluster"
+
+    # Converged: nothing is rewritten (the missing protocol compares equal to TCP).
+    version = head["metadata"]["resourceVersion"]
+    await asyncio.sleep(3)
+    again = await policy(kube, namespace, "iso-head")
+    assert again is not None
+    assert again["metadata"]["resourceVersion"] == version
+
+    await kube.patch(
+        RAYCLUSTERS, "iso", {"spec": {"networkPolicy": {"mode": "DenyAllIngress"}}}, namespace
+    )
+
+    async def ingress_only() -> bool:
+        got = await policy(kube, namespace, "iso-workers-small")
+        return got is not None and got["spec"]["policyTypes"] == ["Ingress"]
+
+    await wait_until(ingress_only, timeout=30, what="policies updated to DenyAllIngress")
+
+    await kube.patch(RAYCLUSTERS, "iso", {"spec": {"networkPolicy": None}}, namespace)
+    await wait_gone(kube, NETWORKPOLICIES, "iso-head", namespace)
+    await wait_gone(kube, NETWORKPOLICIES, "iso-workers-small", namespace)
+
+    async def reported() -> bool:
+        reasons = await reasons_for(kube, namespace, "iso")
+        return (
+            reasons.count("CreatedNetworkPolicy") == 2
+            and reasons.count("UpdatedNetworkPolicy") == 2
+            and reasons.count("DeletedNetworkPolicy") == 2
+        )
+
+    await wait_until(reported, timeout=15, what="Created/Updated/Deleted NetworkPolicy events")
+
+
+async def test_a_foreign_policy_of_the_same_name_is_never_taken_over(
+    kube: KubeClient, namespace: str, np_operator: OperatorProcess
+) -> None:
+    foreign = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "clash-head", "labels": {"team": "security"}},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+    await kube.create(NETWORKPOLICIES, foreign, namespace)
+    await kube.create(RAYCLUSTERS, isolated_cluster("clash", mode="DenyAll"), namespace)
+
+    async def collided() -> bool:
+        reasons = await reasons_for(kube, namespace, "clash")
+        return "NetworkPolicyNameCollision" in reasons
+
+    await wait_until(collided, timeout=30, what="a NetworkPolicyNameCollision event")
+    assert await policy(kube, namespace, "clash-workers-small") is not None
+    kept = await policy(kube, namespace, "clash-head")
+    assert kept is not None
+    assert not kept["metadata"].get("ownerReferences")
+    assert kept["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
