@@ -28,7 +28,11 @@ from kuberay.api.webhook import handlers as webhook_handlers
 from kuberay.builders.options import BuildOptions
 from kuberay.controllers.crd_metrics import RayClusterMetrics, RayJobMetrics, RayServiceMetrics
 from kuberay.controllers.networkpolicy import register as register_networkpolicy
-from kuberay.controllers.raycluster import RayClusterConfig, detect_openshift
+from kuberay.controllers.raycluster import (
+    RayClusterConfig,
+    detect_cert_manager,
+    detect_openshift,
+)
 from kuberay.controllers.raycluster import register as register_raycluster
 from kuberay.controllers.raycronjob import RayCronJobConfig
 from kuberay.controllers.raycronjob import register as register_raycronjob
@@ -278,7 +282,17 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
             concurrency=settings.reconcile_concurrency,
             scheduler=scheduler,
             use_routes=await detect_openshift(client),
+            cert_manager=gates.enabled("RayClusterMTLS") and await detect_cert_manager(client),
         )
+        if gates.enabled("RayClusterMTLS"):
+            # The PKI half (Issuers and Certificates) is not built yet: with cert-manager present,
+            # TLS clusters need their secrets made by the user, or their pods wait for them.
+            log.warning(
+                "RayClusterMTLS: this operator does not create the cert-manager Issuers and "
+                "Certificates; pods of tlsOptions clusters wait for secrets "
+                "ray-head-secret-<cluster> and ray-worker-secret-<cluster>",
+                extra={"certManager": rc.cert_manager},
+            )
         clusters = register_raycluster(mgr, rc, settings.watch_namespace or None)
         if settings.enable_metrics:
             mgr.metrics.registry.register(RayClusterMetrics(clusters.clusters))

@@ -92,6 +92,7 @@ ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", kind=
 INGRESSES = Resource("networking.k8s.io", "v1", "ingresses", kind="Ingress")
 ROUTES = Resource("route.openshift.io", "v1", "routes", kind="Route")
 OPENSHIFT_GROUPS = frozenset({"route.openshift.io", "security.openshift.io", "config.openshift.io"})
+CERT_MANAGER_GROUP = "cert-manager.io"
 DEFAULT_GCS_FT_DELETION_TIMEOUT = 300.0
 HEAD_TERMINATION_REQUEUE = 10.0
 # What a pass leaves for later, ordered so that max() of two groups' answers is the pass's.
@@ -121,6 +122,9 @@ class RayClusterConfig:
     gcs_ft_redis_cleanup: bool = True
     # OpenShift APIs present and USE_INGRESS_ON_OPENSHIFT not "true": a Route replaces the Ingress.
     use_routes: bool = False
+    # cert-manager's API is served (checked at startup with the RayClusterMTLS gate on): a
+    # cluster asking for mTLS without it is refused with upstream's message.
+    cert_manager: bool = False
     default_requeue_seconds: float = 300.0
     error_requeue_seconds: float = 2.0
     # Pods created per reconcile before the key goes to the back of the queue: small enough
@@ -152,6 +156,11 @@ class RayClusterConfig:
             kwargs["max_unbound_per_group"] = int(unbound)
         kwargs.update(overrides)
         return cls(**kwargs)
+
+
+async def detect_cert_manager(client: KubeClient) -> bool:
+    groups = await client.request("GET", "/apis")
+    return any(g.get("name") == CERT_MANAGER_GROUP for g in groups.get("groups") or [])
 
 
 async def detect_openshift(client: KubeClient, env: Mapping[str, str] | None = None) -> bool:
@@ -314,6 +323,9 @@ class RayClusterReconciler:
         err = v.validate_raycluster_spec(model.spec, annotations, self.config.gates)
         if err:
             return c.EVENT_INVALID_RAYCLUSTER_SPEC, err, False
+        tls = model.spec.tls_options
+        if tls is not None and tls.enabled and not self.config.cert_manager:
+            return c.EVENT_INVALID_RAYCLUSTER_SPEC, v.CERT_MANAGER_MISSING, False
         err = v.validate_raycluster_upgrade_options(model)
         if err:
             return c.EVENT_INVALID_RAYCLUSTER_SPEC, err, False

@@ -1,6 +1,9 @@
-"""NetworkPolicy controller (gate RayClusterNetworkPolicy) on the real plane: policies follow
-``spec.networkPolicy`` through create, mode change and removal; a name taken by someone else's
-policy is reported and never taken over; converged policies are not rewritten."""
+"""Alpha-gated RayCluster features on the real plane.
+
+NetworkPolicy controller (gate RayClusterNetworkPolicy): policies follow ``spec.networkPolicy``
+through create, mode change and removal; a name taken by someone else's policy is reported and
+never taken over; converged policies are not rewritten. mTLS (gate RayClusterMTLS): without
+cert-manager's API a TLS cluster is refused with upstream's message and gets no pods."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from operator_fixture import OperatorProcess, install_crds
 from kuberay.controllers.networkpolicy import NETWORKPOLICIES
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import wait_gone, wait_until
-from kuberay.runtime.client import KubeClient, Resource
+from kuberay.runtime.client import PODS, KubeClient, Resource
 from kuberay.runtime.errors import NotFound
 from kuberay.runtime.events import EVENTS_V1
 
@@ -57,7 +60,7 @@ async def np_operator(
     op = OperatorProcess(
         plane,
         tmp_path,
-        "--feature-gates=RayClusterNetworkPolicy=true",
+        "--feature-gates=RayClusterNetworkPolicy=true,RayClusterMTLS=true",
         f"--watch-namespace={namespace}",
     )
     op.start()
@@ -162,3 +165,29 @@ async def test_a_foreign_policy_of_the_same_name_is_never_taken_over(
     assert kept is not None
     assert not kept["metadata"].get("ownerReferences")
     assert kept["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+
+
+async def test_tls_cluster_without_cert_manager_is_refused(
+    kube: KubeClient, namespace: str, np_operator: OperatorProcess
+) -> None:
+    cluster = isolated_cluster("tls", mode="DenyAll")
+    del cluster["spec"]["networkPolicy"]
+    cluster["spec"]["tlsOptions"] = {"enabled": True}
+    await kube.create(RAYCLUSTERS, cluster, namespace)
+    message = ""
+
+    async def refused() -> bool:
+        nonlocal message
+        events = (await kube.list(EVENTS_V1, namespace))["items"]
+        for event in events:
+            if event["regarding"]["name"] == "tls" and event["reason"] == "InvalidRayClusterSpec":
+                message = event["note"]
+                return True
+        return False
+
+    await wait_until(
+        refused, timeout=30, what=f"an InvalidRayClusterSpec event ({np_operator.tail()})"
+    )
+    assert message == "tlsOptions requires cert-manager, but cert-manager is not installed"
+    pods = await kube.list(PODS, namespace, label_selector="ray.io/cluster=tls")
+    assert pods["items"] == []
