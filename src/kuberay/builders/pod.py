@@ -27,6 +27,13 @@ import json
 from typing import Any, Final
 
 from kuberay.api import constants as c
+from kuberay.api.quantity import (
+    Quantity,
+    QuantityError,
+    canonical,
+    go_json_float,
+    parse_quantity,
+)
 from kuberay.builders import names
 from kuberay.builders.common import (
     JsonDict,
@@ -62,13 +69,6 @@ from kuberay.builders.common import (
 from kuberay.builders.errors import BuildError
 from kuberay.builders.hashing import spec_hash
 from kuberay.builders.options import BuildOptions
-from kuberay.builders.quantity import (
-    Quantity,
-    QuantityError,
-    canonical,
-    go_json_float,
-    parse_quantity,
-)
 
 HEAD: Final = c.NODE_TYPE_HEAD
 WORKER: Final = c.NODE_TYPE_WORKER

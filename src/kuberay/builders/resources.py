@@ -15,15 +15,14 @@ from __future__ import annotations
 
 from typing import Final
 
+from kuberay.api.quantity import Quantity, format_quantity, parse_quantity, pod_resources
 from kuberay.builders.common import (
     JsonDict,
     as_dict,
-    as_list,
     head_spec,
     is_gpu_resource_key,
     worker_groups,
 )
-from kuberay.builders.quantity import Quantity, QuantityError, format_quantity, parse_quantity
 
 INT32_MAX: Final = 2**31 - 1
 TPU_KEY: Final = "google.com/tpu"
@@ -85,24 +84,6 @@ def max_worker_replicas(cluster: JsonDict) -> int:
         if not _suspended(g)
     )
     return min(total, INT32_MAX)
-
-
-def pod_resources(template: JsonDict) -> dict[str, Quantity]:
-    """Requests of every container, limits filling in keys a container does not request."""
-    totals: dict[str, Quantity] = {}
-    spec = as_dict(template.get("spec"))
-    for container in as_list(spec.get("containers")):
-        resources = as_dict(as_dict(container).get("resources"))
-        merged = dict(as_dict(resources.get("requests")))
-        for key, value in as_dict(resources.get("limits")).items():
-            merged.setdefault(key, value)
-        for key, value in merged.items():
-            try:
-                quantity = parse_quantity(str(value))
-            except QuantityError:
-                continue
-            totals[key] = totals[key] + quantity if key in totals else quantity
-    return totals
 
 
 def _accumulate(into: dict[str, Quantity], add: dict[str, Quantity], times: int) -> None:

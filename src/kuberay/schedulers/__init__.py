@@ -31,8 +31,13 @@ class BatchScheduler(Protocol):
 
 SchedulerFactory = Callable[[], BatchScheduler]
 
-# name -> factory; plugins register themselves here.
-REGISTRY: dict[str, SchedulerFactory] = {}
+
+def _registry() -> dict[str, SchedulerFactory]:
+    # Imported here: the plugins import this package's helpers.
+    from kuberay.schedulers.kai import KaiScheduler
+    from kuberay.schedulers.yunikorn import YuniKornScheduler
+
+    return {"kai-scheduler": KaiScheduler, "yunikorn": YuniKornScheduler}
 
 
 class UnknownScheduler(ValueError):
@@ -42,8 +47,9 @@ class UnknownScheduler(ValueError):
 def get_scheduler(name: str) -> BatchScheduler | None:
     if not name or name == "default":
         return None
-    factory = REGISTRY.get(name)
+    registry = _registry()
+    factory = registry.get(name)
     if factory is None:
-        known = ", ".join(sorted(REGISTRY)) or "none yet"
+        known = ", ".join(sorted(registry))
         raise UnknownScheduler(f"unsupported --batch-scheduler {name!r} (available: {known})")
     return factory()

@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from kuberay.builders import quantity
+from kuberay.api import quantity
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IMAGES_ENV = "KUBERAY_DEVENV_IMAGES"

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Final
+from typing import Any, Final
 
 DECIMAL_SI: Final = "DecimalSI"
 BINARY_SI: Final = "BinarySI"
@@ -139,3 +139,29 @@ def go_json_float(value: float) -> str:
     mantissa, _, exp_text = repr(value).partition("e")
     exponent = int(exp_text)
     return f"{mantissa}e-{-exponent}" if exponent < 0 else f"{mantissa}e+{exponent:02d}"
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def pod_resources(template: dict[str, Any]) -> dict[str, Quantity]:
+    """Requests of every container, limits filling in keys a container does not request."""
+    totals: dict[str, Quantity] = {}
+    spec = _dict(template.get("spec"))
+    for container in _list(spec.get("containers")):
+        resources = _dict(_dict(container).get("resources"))
+        merged = dict(_dict(resources.get("requests")))
+        for key, value in _dict(resources.get("limits")).items():
+            merged.setdefault(key, value)
+        for key, value in merged.items():
+            try:
+                quantity = parse_quantity(str(value))
+            except QuantityError:
+                continue
+            totals[key] = totals[key] + quantity if key in totals else quantity
+    return totals

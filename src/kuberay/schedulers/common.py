@@ -1,0 +1,25 @@
+"""Small shape helpers shared by the scheduler plugins (plain dicts in, never raising)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def as_int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def labels_of(obj: dict[str, Any]) -> dict[str, str]:
+    return as_dict(as_dict(obj.get("metadata")).get("labels"))
+
+
+def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
+    return as_dict(as_dict(obj.get("metadata")).get("annotations"))

@@ -1,0 +1,125 @@
+"""Batch-scheduler plugins on the real plane: the operator started with ``--batch-scheduler``
+creates pods carrying what that scheduler reads. No YuniKorn or KAI runs here, so the pods stay
+Pending (the default scheduler leaves pods that name another scheduler alone); what is checked
+is exactly what the API stores."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from operator_fixture import OperatorProcess, install_crds
+
+from kuberay.devenv.plane import Plane
+from kuberay.devenv.testing import wait_until
+from kuberay.runtime.client import PODS, KubeClient, Resource
+
+RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
+Start = Callable[[str], OperatorProcess]
+
+
+def gang_cluster(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    container = {
+        "name": "ray-head",
+        "image": "rayproject/ray:2.52.0",
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+    }
+    worker = {**container, "name": "ray-worker"}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "headGroupSpec": {
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [container]}},
+            },
+            "workerGroupSpecs": [
+                {
+                    "groupName": "workers",
+                    "replicas": 2,
+                    "minReplicas": 2,
+                    "maxReplicas": 4,
+                    "rayStartParams": {},
+                    "template": {"spec": {"containers": [worker]}},
+                }
+            ],
+        },
+    }
+
+
+@pytest.fixture
+async def start_operator(
+    plane: Plane, kube: KubeClient, namespace: str, tmp_path: Path
+) -> AsyncIterator[Start]:
+    await install_crds(kube)
+    started: list[OperatorProcess] = []
+
+    def start(scheduler: str) -> OperatorProcess:
+        op = OperatorProcess(
+            plane, tmp_path, f"--batch-scheduler={scheduler}", f"--watch-namespace={namespace}"
+        )
+        op.start()
+        started.append(op)
+        return op
+
+    try:
+        yield start
+    finally:
+        for op in started:
+            op.stop()
+
+
+async def all_pods(kube: KubeClient, namespace: str, cluster: str, count: int) -> list[Any]:
+    pods: list[Any] = []
+
+    async def created() -> bool:
+        nonlocal pods
+        pods = (await kube.list(PODS, namespace, label_selector=f"ray.io/cluster={cluster}"))[
+            "items"
+        ]
+        return len(pods) == count
+
+    await wait_until(created, timeout=30, what=f"{count} pods of {cluster}")
+    return pods
+
+
+async def test_yunikorn_gang_metadata(
+    kube: KubeClient, namespace: str, start_operator: Start
+) -> None:
+    op = start_operator("yunikorn")
+    labels = {
+        "yunikorn.apache.org/app-id": "app-7",
+        "yunikorn.apache.org/queue": "root.research",
+        "ray.io/gang-scheduling-enabled": "true",
+    }
+    await kube.create(RAYCLUSTERS, gang_cluster("yk", labels), namespace)
+    pods = await all_pods(kube, namespace, "yk", 3)
+    groups = set()
+    for pod in pods:
+        assert pod["spec"]["schedulerName"] == "yunikorn", op.tail()
+        assert pod["metadata"]["labels"]["applicationId"] == "app-7"
+        assert pod["metadata"]["labels"]["queue"] == "root.research"
+        annotations = pod["metadata"]["annotations"]
+        task_groups = orjson.loads(annotations["yunikorn.apache.org/task-groups"])
+        assert [(g["name"], g["minMember"]) for g in task_groups] == [
+            ("headgroup", 1),
+            ("workers", 2),
+        ]
+        assert task_groups[1]["minResource"] == {"cpu": "1", "memory": "1Gi"}
+        groups.add(annotations["yunikorn.apache.org/task-group-name"])
+    assert groups == {"headgroup", "workers"}
+
+
+async def test_kai_queue_metadata(kube: KubeClient, namespace: str, start_operator: Start) -> None:
+    start_operator("kai-scheduler")
+    await kube.create(
+        RAYCLUSTERS, gang_cluster("kai", {"kai.scheduler/queue": "team-a"}), namespace
+    )
+    pods = await all_pods(kube, namespace, "kai", 3)
+    for pod in pods:
+        assert pod["spec"]["schedulerName"] == "kai-scheduler"
+        assert pod["metadata"]["labels"]["kai.scheduler/queue"] == "team-a"

@@ -1,0 +1,119 @@
+"""YuniKorn and KAI plugins: what they add to a pod about to be created (pure)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+import pytest
+
+from kuberay.schedulers import UnknownScheduler, get_scheduler
+from kuberay.schedulers.kai import KaiScheduler
+from kuberay.schedulers.yunikorn import YuniKornScheduler, task_groups
+
+
+def cluster(labels: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    head = {
+        "spec": {
+            "containers": [
+                {"name": "ray-head", "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}
+            ],
+            "nodeSelector": {"pool": "cpu"},
+        }
+    }
+    worker = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "ray-worker",
+                    "resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}},
+                },
+                {"name": "sidecar", "resources": {"requests": {"cpu": "500m"}}},
+            ],
+            "tolerations": [{"key": "gpu", "operator": "Exists"}],
+        }
+    }
+    return {
+        "metadata": {
+            "name": "rc",
+            "namespace": "ns",
+            "labels": labels,
+            "annotations": annotations or {},
+        },
+        "spec": {
+            "headGroupSpec": {"template": head},
+            "workerGroupSpecs": [
+                {"groupName": "gpu", "minReplicas": 2, "numOfHosts": 2, "template": worker}
+            ],
+        },
+    }
+
+
+def pod() -> dict[str, Any]:
+    return {"metadata": {"labels": {"ray.io/cluster": "rc"}}, "spec": {"containers": []}}
+
+
+def test_yunikorn_labels_and_scheduler_name_without_gang() -> None:
+    p = pod()
+    rc = cluster({"yunikorn.apache.org/app-id": "app-1", "yunikorn.apache.org/queue": "root.a"})
+    YuniKornScheduler().add_pod_metadata(rc, "headgroup", p)
+    assert p["spec"]["schedulerName"] == "yunikorn"
+    assert p["metadata"]["labels"]["applicationId"] == "app-1"
+    assert p["metadata"]["labels"]["queue"] == "root.a"
+    assert "annotations" not in p["metadata"]
+
+
+def test_yunikorn_gang_task_groups() -> None:
+    p = pod()
+    rc = cluster({"ray.io/gang-scheduling-enabled": "true"})
+    YuniKornScheduler().add_pod_metadata(rc, "gpu", p)
+    annotations = p["metadata"]["annotations"]
+    assert annotations["yunikorn.apache.org/task-group-name"] == "gpu"
+    groups = orjson.loads(annotations["yunikorn.apache.org/task-groups"])
+    assert groups == [
+        {
+            "name": "headgroup",
+            "minMember": 1,
+            "minResource": {"cpu": "1", "memory": "2Gi"},
+            "nodeSelector": {"pool": "cpu"},
+        },
+        {
+            "name": "gpu",
+            "minMember": 4,  # minReplicas x numOfHosts
+            "minResource": {"cpu": "2500m", "nvidia.com/gpu": "1"},
+            "tolerations": [{"key": "gpu", "operator": "Exists"}],
+        },
+    ]
+    assert groups == task_groups(rc["spec"])
+
+
+def test_yunikorn_passes_on_given_task_groups() -> None:
+    given = '[{"name":"headgroup","minMember":1,"minResource":{}}]'
+    p = pod()
+    rc = cluster(
+        {"ray.io/gang-scheduling-enabled": "true"}, {"yunikorn.apache.org/task-groups": given}
+    )
+    YuniKornScheduler().add_pod_metadata(rc, "headgroup", p)
+    assert p["metadata"]["annotations"]["yunikorn.apache.org/task-groups"] == given
+
+
+def test_kai_queue_label_and_scheduler_name() -> None:
+    p = pod()
+    KaiScheduler().add_pod_metadata(cluster({"kai.scheduler/queue": "team-a"}), "gpu", p)
+    assert p["spec"]["schedulerName"] == "kai-scheduler"
+    assert p["metadata"]["labels"]["kai.scheduler/queue"] == "team-a"
+    bare = pod()
+    before = copy.deepcopy(bare["metadata"])
+    KaiScheduler().add_pod_metadata(cluster({}), "gpu", bare)
+    assert bare["metadata"] == before  # no queue: nothing invented (KAI keeps it pending)
+    assert bare["spec"]["schedulerName"] == "kai-scheduler"
+
+
+def test_registry_names() -> None:
+    assert get_scheduler("") is None
+    assert get_scheduler("default") is None
+    assert get_scheduler("yunikorn").name == "yunikorn"  # type: ignore[union-attr]
+    assert get_scheduler("kai-scheduler").name == "kai-scheduler"  # type: ignore[union-attr]
+    with pytest.raises(UnknownScheduler, match="available: kai-scheduler, yunikorn"):
+        get_scheduler("nope")
