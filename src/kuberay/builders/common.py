@@ -18,7 +18,6 @@ from kuberay.builders.options import BuildOptions
 
 JsonDict = dict[str, Any]
 
-_MIG_KEY: Final = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb$")
 _VERSION: Final = re.compile(r"^v?(\d+)((?:\.\d+)*)(.*)$")
 
 
@@ -152,10 +151,6 @@ def append_env_if_absent(envs: list[Any], name: str, value: str) -> None:
 
 def field_env(name: str, path: str) -> JsonDict:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
-
-
-def is_gpu_resource_key(key: str) -> bool:
-    return key.endswith("gpu") or _MIG_KEY.match(key) is not None
 
 
 def parse_version(text: str) -> tuple[int, ...] | None:

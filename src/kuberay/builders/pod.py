@@ -34,6 +34,7 @@ from kuberay.api.quantity import (
     go_json_float,
     parse_quantity,
 )
+from kuberay.api.resources import is_gpu_resource_key
 from kuberay.builders import names
 from kuberay.builders.common import (
     JsonDict,
@@ -57,7 +58,6 @@ from kuberay.builders.common import (
     is_autoscaling_enabled,
     is_gcs_ft_embedded,
     is_gcs_ft_enabled,
-    is_gpu_resource_key,
     is_k8s_auth_enabled,
     is_tls_enabled,
     owner_reference,

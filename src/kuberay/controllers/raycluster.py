@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kuberay.api import constants as c
+from kuberay.api import resources as resb
 from kuberay.api import validation as v
 from kuberay.api.features import FeatureGates
 from kuberay.api.raycluster import RayCluster
@@ -46,7 +47,6 @@ from kuberay.builders import hashing, names, rbac
 from kuberay.builders import ingress as ingb
 from kuberay.builders import pod as podb
 from kuberay.builders import redis_cleanup as redisb
-from kuberay.builders import resources as resb
 from kuberay.builders import service as svcb
 from kuberay.builders import storage as storeb
 from kuberay.builders.errors import BuildError

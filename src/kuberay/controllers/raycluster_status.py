@@ -19,7 +19,7 @@ import datetime as dt
 from typing import Any
 
 from kuberay.api import constants as c
-from kuberay.builders import resources as res
+from kuberay.api import resources as res
 
 Obj = dict[str, Any]
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kuberay.api.resources import pod_resource_totals
 from kuberay.builders.auth import build_auth_secret, wants_auth_secret
 from kuberay.builders.hashing import spec_hash
 from kuberay.builders.ingress import build_head_ingress
@@ -18,7 +19,6 @@ from kuberay.builders.rbac import (
     build_autoscaler_role_binding,
     build_autoscaler_service_account,
 )
-from kuberay.builders.resources import pod_resource_totals
 from kuberay.builders.service import build_head_service, build_headless_service
 from kuberay.builders.storage import build_gcs_pvc
 

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from kuberay.builders.pod import pod_is_unhealthy
-from kuberay.builders.resources import (
+from kuberay.api.resources import (
     INT32_MAX,
     desired_worker_pods,
     desired_worker_replicas,
@@ -16,6 +15,7 @@ from kuberay.builders.resources import (
     pod_resource_totals,
     total_desired_workers,
 )
+from kuberay.builders.pod import pod_is_unhealthy
 
 from . import samples
 

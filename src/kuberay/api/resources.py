@@ -1,4 +1,4 @@
-"""Replica and resource arithmetic behind RayCluster status.
+"""Replica and resource arithmetic behind RayCluster status and batch-scheduler gangs.
 
 Replica counts follow upstream exactly: a group's desired count is ``replicas`` clamped into
 ``[minReplicas, maxReplicas]`` (max wins when min > max; 0 for a suspended group), times
@@ -13,16 +13,31 @@ quantities are ignored here (status must still be written).
 
 from __future__ import annotations
 
-from typing import Final
+import re
+from typing import Any, Final
 
 from kuberay.api.quantity import Quantity, format_quantity, parse_quantity, pod_resources
-from kuberay.builders.common import (
-    JsonDict,
-    as_dict,
-    head_spec,
-    is_gpu_resource_key,
-    worker_groups,
-)
+
+JsonDict = dict[str, Any]
+_MIG_KEY: Final = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb$")
+
+
+def is_gpu_resource_key(key: str) -> bool:
+    return key.endswith("gpu") or _MIG_KEY.match(key) is not None
+
+
+def _dict(value: Any) -> JsonDict:
+    return value if isinstance(value, dict) else {}
+
+
+def head_spec(cluster: JsonDict) -> JsonDict:
+    return _dict(_dict(cluster.get("spec")).get("headGroupSpec"))
+
+
+def worker_groups(cluster: JsonDict) -> list[JsonDict]:
+    groups = _dict(cluster.get("spec")).get("workerGroupSpecs")
+    return [_dict(g) for g in groups] if isinstance(groups, list) else []
+
 
 INT32_MAX: Final = 2**31 - 1
 TPU_KEY: Final = "google.com/tpu"
@@ -96,12 +111,12 @@ def _accumulate(into: dict[str, Quantity], add: dict[str, Quantity], times: int)
 
 def desired_resources(cluster: JsonDict) -> dict[str, Quantity]:
     totals: dict[str, Quantity] = {}
-    _accumulate(totals, pod_resources(as_dict(head_spec(cluster).get("template"))), 1)
+    _accumulate(totals, pod_resources(_dict(head_spec(cluster).get("template"))), 1)
     for group in worker_groups(cluster):
         if _suspended(group):
             continue
         count = max(_int(group.get("replicas"), 0), 0) * _hosts(group)
-        _accumulate(totals, pod_resources(as_dict(group.get("template"))), count)
+        _accumulate(totals, pod_resources(_dict(group.get("template"))), count)
     return totals
 
 
