@@ -35,9 +35,14 @@ SchedulerFactory = Callable[[], BatchScheduler]
 def _registry() -> dict[str, SchedulerFactory]:
     # Imported here: the plugins import this package's helpers.
     from kuberay.schedulers.kai import KaiScheduler
+    from kuberay.schedulers.scheduler_plugins import SchedulerPluginsScheduler
     from kuberay.schedulers.yunikorn import YuniKornScheduler
 
-    return {"kai-scheduler": KaiScheduler, "yunikorn": YuniKornScheduler}
+    return {
+        "kai-scheduler": KaiScheduler,
+        "scheduler-plugins": SchedulerPluginsScheduler,
+        "yunikorn": YuniKornScheduler,
+    }
 
 
 class UnknownScheduler(ValueError):

@@ -1,4 +1,5 @@
-"""YuniKorn and KAI plugins: what they add to a pod about to be created (pure)."""
+"""Batch-scheduler plugins: what they add to a pod about to be created, and the PodGroup the
+scheduler-plugins one asks for (pure)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from kuberay.schedulers import UnknownScheduler, get_scheduler
 from kuberay.schedulers.kai import KaiScheduler
+from kuberay.schedulers.scheduler_plugins import SchedulerPluginsScheduler, build_pod_group
 from kuberay.schedulers.yunikorn import YuniKornScheduler, task_groups
 
 
@@ -115,5 +117,28 @@ def test_registry_names() -> None:
     assert get_scheduler("default") is None
     assert get_scheduler("yunikorn").name == "yunikorn"  # type: ignore[union-attr]
     assert get_scheduler("kai-scheduler").name == "kai-scheduler"  # type: ignore[union-attr]
-    with pytest.raises(UnknownScheduler, match="available: kai-scheduler, yunikorn"):
+    with pytest.raises(
+        UnknownScheduler, match="available: kai-scheduler, scheduler-plugins, yunikorn"
+    ):
         get_scheduler("nope")
+
+
+def test_scheduler_plugins_pod_group_and_label() -> None:
+    rc = cluster({"ray.io/gang-scheduling-enabled": "true"})
+    rc["metadata"]["uid"] = "u1"
+    rc["spec"]["workerGroupSpecs"][0]["replicas"] = 3  # 3 replicas x 2 hosts
+    group = build_pod_group(rc)
+    assert group["spec"]["minMember"] == 7
+    assert group["spec"]["minResources"] == {
+        "cpu": "16",  # head 1 + 6 x 2.5
+        "memory": "2Gi",
+        "nvidia.com/gpu": "6",
+    }
+    assert group["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    p = pod()
+    SchedulerPluginsScheduler().add_pod_metadata(rc, "gpu", p)
+    assert p["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "rc"
+    assert p["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+    plain = pod()
+    SchedulerPluginsScheduler().add_pod_metadata(cluster({}), "gpu", plain)
+    assert "scheduling.x-k8s.io/pod-group" not in plain["metadata"]["labels"]
