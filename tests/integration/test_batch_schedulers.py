@@ -5,7 +5,6 @@ is exactly what the API stores."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,8 @@ import pytest
 from operator_fixture import OperatorProcess, install_crds
 
 from kuberay.devenv.plane import Plane
-from kuberay.devenv.testing import wait_for, wait_until
-from kuberay.runtime.client import CRDS, PODS, KubeClient, Resource
-from kuberay.runtime.errors import AlreadyExists
+from kuberay.devenv.testing import install_loose_crd, wait_until
+from kuberay.runtime.client import PODS, KubeClient, Resource
 from kuberay.schedulers.scheduler_plugins import PODGROUPS
 
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
@@ -128,51 +126,10 @@ async def test_kai_queue_metadata(kube: KubeClient, namespace: str, start_operat
         assert pod["metadata"]["labels"]["kai.scheduler/queue"] == "team-a"
 
 
-async def install_podgroup_crd(kube: KubeClient) -> None:
-    """A schema-less stand-in for scheduler-plugins' PodGroup CRD: enough for the apiserver to
-    store what the operator sends, which is what this test checks."""
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
-        "spec": {
-            "group": "scheduling.x-k8s.io",
-            "scope": "Namespaced",
-            "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup"},
-            "versions": [
-                {
-                    "name": "v1alpha1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-    with contextlib.suppress(AlreadyExists):
-        await kube.create(CRDS, crd)
-    await wait_for(
-        kube,
-        CRDS,
-        "podgroups.scheduling.x-k8s.io",
-        None,
-        lambda o: any(
-            x.get("type") == "Established" and x.get("status") == "True"
-            for x in (o.get("status") or {}).get("conditions") or []
-        ),
-        what="PodGroup CRD established",
-    )
-
-
 async def test_scheduler_plugins_pod_group(
     kube: KubeClient, namespace: str, start_operator: Start
 ) -> None:
-    await install_podgroup_crd(kube)
+    await install_loose_crd(kube, PODGROUPS, "PodGroup")
     start_operator("scheduler-plugins")
     labels = {"ray.io/gang-scheduling-enabled": "true"}
     await kube.create(RAYCLUSTERS, gang_cluster("coscheduled", labels), namespace)

@@ -11,35 +11,12 @@ from operator_fixture import OperatorProcess, install_crds
 from test_raycluster import RAYCLUSTERS, raycluster, wait_ready
 
 from kuberay.devenv.plane import Plane
-from kuberay.devenv.testing import has_condition, wait_for, wait_gone
+from kuberay.devenv.testing import install_loose_crd, wait_for, wait_gone
 from kuberay.runtime.client import CRDS, KubeClient, Resource
 from kuberay.runtime.errors import NotFound
 
 ROUTES = Resource("route.openshift.io", "v1", "routes", kind="Route")
 INGRESSES = Resource("networking.k8s.io", "v1", "ingresses", kind="Ingress")
-ROUTE_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "routes.route.openshift.io"},
-    "spec": {
-        "group": "route.openshift.io",
-        "names": {"plural": "routes", "singular": "route", "kind": "Route"},
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +24,7 @@ async def openshift_operator(
     plane: Plane, kube: KubeClient, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[OperatorProcess]:
     await install_crds(kube)
-    await kube.create(CRDS, ROUTE_CRD)
-    await wait_for(
-        kube, CRDS, "routes.route.openshift.io", None, lambda o: has_condition(o, "Established")
-    )
+    await install_loose_crd(kube, ROUTES, "Route")
     op = OperatorProcess(plane, tmp_path_factory.mktemp("openshift-operator"))
     op.start()
     yield op

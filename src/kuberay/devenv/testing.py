@@ -16,8 +16,15 @@ from typing import Any
 
 import orjson
 
-from kuberay.runtime.client import EVENTS, NAMESPACES, SERVICEACCOUNTS, KubeClient, Resource
-from kuberay.runtime.errors import ApiError, NotFound
+from kuberay.runtime.client import (
+    CRDS,
+    EVENTS,
+    NAMESPACES,
+    SERVICEACCOUNTS,
+    KubeClient,
+    Resource,
+)
+from kuberay.runtime.errors import AlreadyExists, ApiError, NotFound
 
 Predicate = Callable[[dict[str, Any]], bool]
 
@@ -205,3 +212,43 @@ class TcpProxy:
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
         self._writers.discard(writer)
         self._writers.discard(up_writer)
+
+
+def loose_crd(res: Resource, kind: str) -> dict[str, Any]:
+    """A schema-less CRD standing in for another project's API (an OpenShift Route, a
+    scheduler's PodGroup): the apiserver stores whatever the operator sends, which is what a
+    test of the operator checks."""
+    singular = kind.lower()
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{res.plural}.{res.group}"},
+        "spec": {
+            "group": res.group,
+            "names": {"plural": res.plural, "singular": singular, "kind": kind},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": res.version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+async def install_loose_crd(kube: KubeClient, res: Resource, kind: str) -> str:
+    """Creates (or finds) ``loose_crd`` and waits until it is served; returns its name."""
+    crd = loose_crd(res, kind)
+    name = str(crd["metadata"]["name"])
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(CRDS, crd)
+    await wait_for(kube, CRDS, name, None, lambda o: has_condition(o, "Established"))
+    return name
