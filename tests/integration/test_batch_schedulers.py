@@ -15,7 +15,8 @@ from operator_fixture import OperatorProcess, install_crds
 
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import install_loose_crd, wait_until
-from kuberay.runtime.client import PODS, KubeClient, Resource
+from kuberay.runtime.client import JSON_PATCH, PODS, KubeClient, Resource
+from kuberay.schedulers import volcano
 from kuberay.schedulers.scheduler_plugins import PODGROUPS
 
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
@@ -141,3 +142,40 @@ async def test_scheduler_plugins_pod_group(
     assert group["spec"] == {"minMember": 3, "minResources": {"cpu": "3", "memory": "3Gi"}}
     owner = group["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"]) == ("RayCluster", "coscheduled")
+
+
+async def test_volcano_pod_group_follows_the_spec(
+    kube: KubeClient, namespace: str, start_operator: Start
+) -> None:
+    await install_loose_crd(kube, volcano.PODGROUPS, "PodGroup")
+    start_operator("volcano")
+    labels = {"volcano.sh/queue-name": "research", "volcano.sh/network-topology-mode": "hard"}
+    rc = gang_cluster("vc", labels)
+    rc["metadata"]["annotations"] = {"team": "ml"}
+    await kube.create(RAYCLUSTERS, rc, namespace)
+    pods = await all_pods(kube, namespace, "vc", 3)
+    for pod in pods:
+        assert pod["spec"]["schedulerName"] == "volcano"
+        assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "ray-vc-pg"
+        assert pod["metadata"]["labels"]["volcano.sh/queue-name"] == "research"
+    tasks = {p["metadata"]["annotations"]["volcano.sh/task-spec"] for p in pods}
+    assert tasks == {"headgroup", "workers"}
+    group = await kube.get(volcano.PODGROUPS, "ray-vc-pg", namespace)
+    assert group["spec"] == {
+        "minMember": 3,
+        "minResources": {"cpu": "3", "memory": "3Gi"},
+        "queue": "research",
+        "networkTopology": {"mode": "hard"},
+    }
+    assert group["metadata"]["annotations"]["team"] == "ml"
+    assert group["metadata"]["ownerReferences"][0]["controller"] is True
+
+    # Scaling the cluster resizes the gang.
+    patch = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}]
+    await kube.patch(RAYCLUSTERS, "vc", patch, namespace, content_type=JSON_PATCH)
+
+    async def resized() -> bool:
+        got = await kube.get(volcano.PODGROUPS, "ray-vc-pg", namespace)
+        return bool(got["spec"]["minMember"] == 4 and got["spec"]["minResources"]["cpu"] == "4")
+
+    await wait_until(resized, timeout=30, what="the PodGroup resized to 4 members")

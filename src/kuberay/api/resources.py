@@ -16,10 +16,24 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from kuberay.api import constants as c
 from kuberay.api.quantity import Quantity, format_quantity, parse_quantity, pod_resources
 
 JsonDict = dict[str, Any]
 _MIG_KEY: Final = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb$")
+
+
+def owner_reference(cluster: JsonDict) -> JsonDict:
+    """The controller reference every object made for a RayCluster carries."""
+    meta = _dict(cluster.get("metadata"))
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_RAYCLUSTER,
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def is_gpu_resource_key(key: str) -> bool:
@@ -109,15 +123,25 @@ def _accumulate(into: dict[str, Quantity], add: dict[str, Quantity], times: int)
         into[key] = into[key] + scaled if key in into else scaled
 
 
-def desired_resources(cluster: JsonDict) -> dict[str, Quantity]:
+def _cluster_resources(cluster: JsonDict, count_field: str) -> dict[str, Quantity]:
     totals: dict[str, Quantity] = {}
     _accumulate(totals, pod_resources(_dict(head_spec(cluster).get("template"))), 1)
     for group in worker_groups(cluster):
         if _suspended(group):
             continue
-        count = max(_int(group.get("replicas"), 0), 0) * _hosts(group)
+        count = max(_int(group.get(count_field), 0), 0) * _hosts(group)
         _accumulate(totals, pod_resources(_dict(group.get("template"))), count)
     return totals
+
+
+def desired_resources(cluster: JsonDict) -> dict[str, Quantity]:
+    return _cluster_resources(cluster, "replicas")
+
+
+def minimum_resources(cluster: JsonDict) -> dict[str, Quantity]:
+    """The head plus every group's ``minReplicas`` pods: what an autoscaling cluster needs at
+    the least (suspended groups need nothing)."""
+    return _cluster_resources(cluster, "minReplicas")
 
 
 def pod_resource_totals(cluster: JsonDict) -> dict[str, str]:

@@ -14,6 +14,7 @@ import re
 from typing import Any, Final
 
 from kuberay.api import constants as c
+from kuberay.api.resources import owner_reference as owner_reference
 from kuberay.builders.options import BuildOptions
 
 JsonDict = dict[str, Any]
@@ -59,18 +60,6 @@ def cluster_annotations(cluster: JsonDict) -> dict[str, str]:
 def cluster_labels(cluster: JsonDict) -> dict[str, str]:
     return {
         str(k): str(v) for k, v in as_dict(as_dict(cluster.get("metadata")).get("labels")).items()
-    }
-
-
-def owner_reference(cluster: JsonDict) -> JsonDict:
-    meta = as_dict(cluster.get("metadata"))
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.KIND_RAYCLUSTER,
-        "name": meta.get("name"),
-        "uid": meta.get("uid"),
-        "controller": True,
-        "blockOwnerDeletion": True,
     }
 
 

@@ -245,7 +245,9 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
     if problem:
         raise SettingsError(problem)
     try:
-        scheduler = get_scheduler(settings.batch_scheduler)
+        # The deprecated --enable-batch-scheduler meant Volcano.
+        legacy = "volcano" if settings.enable_batch_scheduler else ""
+        scheduler = get_scheduler(settings.batch_scheduler or legacy)
     except UnknownScheduler as exc:
         raise SettingsError(str(exc)) from exc
     config = auto_config(settings.kubeconfig)

@@ -36,11 +36,13 @@ def _registry() -> dict[str, SchedulerFactory]:
     # Imported here: the plugins import this package's helpers.
     from kuberay.schedulers.kai import KaiScheduler
     from kuberay.schedulers.scheduler_plugins import SchedulerPluginsScheduler
+    from kuberay.schedulers.volcano import VolcanoScheduler
     from kuberay.schedulers.yunikorn import YuniKornScheduler
 
     return {
         "kai-scheduler": KaiScheduler,
         "scheduler-plugins": SchedulerPluginsScheduler,
+        "volcano": VolcanoScheduler,
         "yunikorn": YuniKornScheduler,
     }
 

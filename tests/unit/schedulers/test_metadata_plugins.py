@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from kuberay.schedulers import UnknownScheduler, get_scheduler
+from kuberay.schedulers import UnknownScheduler, get_scheduler, volcano
 from kuberay.schedulers.kai import KaiScheduler
 from kuberay.schedulers.scheduler_plugins import SchedulerPluginsScheduler, build_pod_group
 from kuberay.schedulers.yunikorn import YuniKornScheduler, task_groups
@@ -118,7 +118,7 @@ def test_registry_names() -> None:
     assert get_scheduler("yunikorn").name == "yunikorn"  # type: ignore[union-attr]
     assert get_scheduler("kai-scheduler").name == "kai-scheduler"  # type: ignore[union-attr]
     with pytest.raises(
-        UnknownScheduler, match="available: kai-scheduler, scheduler-plugins, yunikorn"
+        UnknownScheduler, match="available: kai-scheduler, scheduler-plugins, volcano, yunikorn"
     ):
         get_scheduler("nope")
 
@@ -142,3 +142,29 @@ def test_scheduler_plugins_pod_group_and_label() -> None:
     plain = pod()
     SchedulerPluginsScheduler().add_pod_metadata(cluster({}), "gpu", plain)
     assert "scheduling.x-k8s.io/pod-group" not in plain["metadata"]["labels"]
+
+
+def test_volcano_sizes_autoscaling_clusters_by_their_minimum() -> None:
+    rc = cluster({"ray.io/priority-class-name": "high", "volcano.sh/queue-name": "q"})
+    rc["spec"]["workerGroupSpecs"][0]["replicas"] = 5
+    fixed = volcano.build_pod_group(rc)
+    assert fixed["spec"]["minMember"] == 11  # 5 replicas x 2 hosts + head
+    rc["spec"]["enableInTreeAutoscaling"] = True
+    scaling = volcano.build_pod_group(rc)
+    assert scaling["spec"]["minMember"] == 5  # minReplicas 2 x 2 hosts + head
+    assert scaling["spec"]["minResources"]["nvidia.com/gpu"] == "4"
+    assert (scaling["spec"]["queue"], scaling["spec"]["priorityClassName"]) == ("q", "high")
+    p = pod()
+    volcano.VolcanoScheduler().add_pod_metadata(rc, "gpu", p)
+    assert p["spec"]["priorityClassName"] == "high"
+    assert p["metadata"]["annotations"]["volcano.sh/task-spec"] == "gpu"
+
+
+def test_volcano_resize_compares_quantities_by_value() -> None:
+    want = {"spec": {"minMember": 3, "minResources": {"cpu": "1500m", "memory": "1Gi"}}}
+    same = {"spec": {"minMember": 3, "minResources": {"cpu": "1.5", "memory": "1024Mi"}}}
+    assert not volcano.needs_resize(want, same)
+    assert volcano.needs_resize(
+        want, {"spec": {"minMember": 4, "minResources": same["spec"]["minResources"]}}
+    )
+    assert volcano.needs_resize(want, {"spec": {"minMember": 3, "minResources": {"cpu": "2"}}})
