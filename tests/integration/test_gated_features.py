@@ -3,7 +3,9 @@
 NetworkPolicy controller (gate RayClusterNetworkPolicy): policies follow ``spec.networkPolicy``
 through create, mode change and removal; a name taken by someone else's policy is reported and
 never taken over; converged policies are not rewritten. mTLS (gate RayClusterMTLS): without
-cert-manager's API a TLS cluster is refused with upstream's message and gets no pods."""
+cert-manager's API a TLS cluster is refused with upstream's message and gets no pods. Embedded
+GCS storage (gate GCSFaultToleranceEmbeddedStorage): the claim follows deletionPolicy and drift
+is reported, not applied."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from operator_fixture import OperatorProcess, install_crds
 from kuberay.controllers.networkpolicy import NETWORKPOLICIES
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import wait_gone, wait_until
-from kuberay.runtime.client import PODS, KubeClient, Resource
+from kuberay.runtime.client import JSON_PATCH, PODS, KubeClient, Resource
 from kuberay.runtime.errors import NotFound
 from kuberay.runtime.events import EVENTS_V1
 
@@ -60,7 +62,8 @@ async def np_operator(
     op = OperatorProcess(
         plane,
         tmp_path,
-        "--feature-gates=RayClusterNetworkPolicy=true,RayClusterMTLS=true",
+        "--feature-gates=RayClusterNetworkPolicy=true,RayClusterMTLS=true,"
+        "GCSFaultToleranceEmbeddedStorage=true",
         f"--watch-namespace={namespace}",
     )
     op.start()
@@ -191,3 +194,55 @@ async def test_tls_cluster_without_cert_manager_is_refused(
     assert message == "tlsOptions requires cert-manager, but cert-manager is not installed"
     pods = await kube.list(PODS, namespace, label_selector="ray.io/cluster=tls")
     assert pods["items"] == []
+
+
+PVCS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
+
+
+async def test_gcs_claim_follows_deletion_policy_and_reports_drift(
+    kube: KubeClient, namespace: str, np_operator: OperatorProcess
+) -> None:
+    cluster = isolated_cluster("gcs")
+    del cluster["spec"]["networkPolicy"]
+    cluster["spec"]["gcsFaultToleranceOptions"] = {
+        "backend": "rocksdb",
+        "storage": {"size": "1Gi"},
+    }
+    await kube.create(RAYCLUSTERS, cluster, namespace)
+
+    async def claim() -> dict[str, Any] | None:
+        try:
+            return await kube.get(PVCS, "gcs-gcs-pvc", namespace)
+        except NotFound:
+            return None
+
+    async def owned() -> bool:
+        got = await claim()
+        return bool(got and got["metadata"].get("ownerReferences"))
+
+    await wait_until(owned, timeout=30, what=f"an owned GCS claim ({np_operator.tail()})")
+    path = "/spec/gcsFaultToleranceOptions/storage"
+    retain = [{"op": "add", "path": f"{path}/deletionPolicy", "value": "Retain"}]
+    await kube.patch(RAYCLUSTERS, "gcs", retain, namespace, content_type=JSON_PATCH)
+
+    async def released() -> bool:
+        got = await claim()
+        return bool(got and not got["metadata"].get("ownerReferences"))
+
+    await wait_until(released, timeout=30, what="the claim released by deletionPolicy Retain")
+    grow = [{"op": "replace", "path": f"{path}/size", "value": "2Gi"}]
+    await kube.patch(RAYCLUSTERS, "gcs", grow, namespace, content_type=JSON_PATCH)
+
+    async def drift_reported() -> bool:
+        events = (await kube.list(EVENTS_V1, namespace))["items"]
+        return any(
+            e["regarding"]["name"] == "gcs"
+            and e["reason"] == "FailedToCreatePVC"
+            and "size 1Gi, spec asks 2Gi" in e["note"]
+            for e in events
+        )
+
+    await wait_until(drift_reported, timeout=30, what="a FailedToCreatePVC drift warning")
+    got = await claim()
+    assert got is not None
+    assert got["spec"]["resources"]["requests"]["storage"] == "1Gi"

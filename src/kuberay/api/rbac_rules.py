@@ -108,7 +108,12 @@ OPERATOR_RULES: Final = (
         "the autoscaler's service account (create) or the user's (existence check)",
     ),
     Rule("", ("secrets",), ("create", "get"), "the Ray auth-token Secret: created once, read"),
-    Rule("", ("persistentvolumeclaims",), ("create",), "GCS fault tolerance RocksDB storage"),
+    Rule(
+        "",
+        ("persistentvolumeclaims",),
+        ("create", "get", "update"),
+        "GCS fault tolerance RocksDB storage: created, checked for drift, owner set by policy",
+    ),
     Rule(
         "discovery.k8s.io",
         ("endpointslices",),

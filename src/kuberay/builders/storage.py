@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kuberay.api import constants as c
+from kuberay.api.quantity import QuantityError, parse_quantity
 from kuberay.builders import names
 from kuberay.builders.common import (
     JsonDict,
@@ -58,3 +59,46 @@ def build_gcs_pvc(cluster: JsonDict) -> JsonDict:
     if owners:
         metadata["ownerReferences"] = owners
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
+
+
+def _storage_value(text: Any) -> Any:
+    try:
+        return parse_quantity(str(text)).value
+    except QuantityError:
+        return text
+
+
+def pvc_drift(want: JsonDict, have: JsonDict) -> list[str]:
+    """How an existing claim differs from what the spec asks for (size, class, access modes),
+    worded for an event. Kubernetes would refuse most of these changes, so they are reported,
+    never applied."""
+    want_spec, have_spec = as_dict(want.get("spec")), as_dict(have.get("spec"))
+    drift: list[str] = []
+    size = as_dict(as_dict(want_spec.get("resources")).get("requests")).get("storage")
+    got = as_dict(as_dict(have_spec.get("resources")).get("requests")).get("storage")
+    if _storage_value(size) != _storage_value(got):
+        drift.append(f"size {got}, spec asks {size}")
+    wanted_class = want_spec.get("storageClassName")
+    if wanted_class and have_spec.get("storageClassName") != wanted_class:
+        drift.append(
+            f"storageClassName {have_spec.get('storageClassName')}, spec asks {wanted_class}"
+        )
+    modes, got_modes = as_list(want_spec.get("accessModes")), as_list(have_spec.get("accessModes"))
+    if sorted(modes) != sorted(got_modes):
+        drift.append(f"accessModes {got_modes}, spec asks {modes}")
+    return drift
+
+
+def owner_references_for(cluster: JsonDict, have: JsonDict) -> list[dict[str, Any]] | None:
+    """The claim's owner references after applying ``deletionPolicy`` (None: nothing to
+    change). An existing claim is adopted only when no other controller owns it."""
+    uid = as_dict(cluster.get("metadata")).get("uid")
+    refs = [as_dict(r) for r in as_list(as_dict(have.get("metadata")).get("ownerReferences"))]
+    ours = [r for r in refs if r.get("uid") == uid]
+    if pvc_owner_references(cluster):
+        if ours or any(r.get("controller") for r in refs):
+            return None
+        return [*refs, owner_reference(cluster)]
+    if not ours:
+        return None
+    return [r for r in refs if r.get("uid") != uid]

@@ -281,12 +281,8 @@ class RayClusterReconciler:
             # volume) comes first, then Services and the Ingress, then pods.
             await self._reconcile_rbac(cluster)
             await self._reconcile_auth_secret(cluster)
-            if cb.is_gcs_ft_embedded(cluster) and not storeb.uses_user_claim(cluster):
-                await self._create_if_missing(
-                    PVCS,
-                    storeb.build_gcs_pvc(cluster),
-                    (cluster, c.EVENT_CREATED_PVC, c.EVENT_FAILED_TO_CREATE_PVC),
-                )
+            if cb.is_gcs_ft_embedded(cluster):
+                await self._reconcile_gcs_pvc(cluster)
             await self._reconcile_services(cluster)
             more_work = await self._reconcile_pods(cluster)
         except _ReconcileError as exc:
@@ -401,6 +397,40 @@ class RayClusterReconciler:
             rbac.build_autoscaler_role_binding(cluster),
             (cluster, c.EVENT_CREATED_ROLE_BINDING, c.EVENT_FAILED_TO_CREATE_ROLE_BINDING),
         )
+
+    async def _reconcile_gcs_pvc(self, cluster: Obj) -> None:
+        """The RocksDB GCS claim: created when missing, adopted or released as
+        ``deletionPolicy`` says, drift reported (never applied); a user-named claim that does
+        not exist is reported, since the head pod waits for it."""
+        want = storeb.build_gcs_pvc(cluster)
+        ns, name = want["metadata"]["namespace"], want["metadata"]["name"]
+        try:
+            have = await self.client.get(PVCS, name, ns)
+        except NotFound:
+            if storeb.uses_user_claim(cluster):
+                note = (
+                    f"PersistentVolumeClaim {ns}/{name} named in gcsFaultToleranceOptions.storage"
+                    " does not exist; the head pod stays pending until it does"
+                )
+                self.recorder.event(cluster, WARNING, c.EVENT_FAILED_TO_CREATE_PVC, note, "Create")
+                return
+            await self._create_if_missing(
+                PVCS, want, (cluster, c.EVENT_CREATED_PVC, c.EVENT_FAILED_TO_CREATE_PVC)
+            )
+            return
+        if storeb.uses_user_claim(cluster):
+            return  # the user's claim: never changed
+        drift = storeb.pvc_drift(want, have)
+        if drift:
+            note = (
+                f"PersistentVolumeClaim {ns}/{name} differs from gcsFaultToleranceOptions.storage "
+                f"({'; '.join(drift)}); it is left unchanged"
+            )
+            self.recorder.event(cluster, WARNING, c.EVENT_FAILED_TO_CREATE_PVC, note, "Update")
+        owners = storeb.owner_references_for(cluster, have)
+        if owners is not None:
+            have["metadata"]["ownerReferences"] = owners
+            await self.client.update(PVCS, have)
 
     async def _reconcile_ingress(self, cluster: Obj) -> None:
         """Created when asked for and kept in line with the spec (upstream updates on drift);

@@ -65,6 +65,8 @@ volcano
   - persistentvolumeclaims
   verbs:
   - create
+  - get
+  - update
 - apiGroups:
   - ''
   resources:
