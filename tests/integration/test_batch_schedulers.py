@@ -14,7 +14,7 @@ import pytest
 from operator_fixture import OperatorProcess, install_crds
 
 from kuberay.devenv.plane import Plane
-from kuberay.devenv.testing import install_loose_crd, wait_until
+from kuberay.devenv.testing import install_loose_crd, wait_for, wait_until
 from kuberay.runtime.client import JSON_PATCH, PODS, KubeClient, Resource
 from kuberay.schedulers import volcano
 from kuberay.schedulers.scheduler_plugins import PODGROUPS
@@ -179,3 +179,40 @@ async def test_volcano_pod_group_follows_the_spec(
         return bool(got["spec"]["minMember"] == 4 and got["spec"]["minResources"]["cpu"] == "4")
 
     await wait_until(resized, timeout=30, what="the PodGroup resized to 4 members")
+
+
+RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
+
+
+async def test_yunikorn_rayjob_gang_reserves_the_submitter(
+    kube: KubeClient, namespace: str, start_operator: Start
+) -> None:
+    op = start_operator("yunikorn")
+    labels = {"yunikorn.apache.org/app-id": "job-1", "ray.io/gang-scheduling-enabled": "true"}
+    job = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "ykjob", "labels": labels},
+        "spec": {
+            "entrypoint": "python -c 'print(1)'",
+            "rayClusterSpec": gang_cluster("unused", {})["spec"],
+        },
+    }
+    await kube.create(RAYJOBS, job, namespace)
+    named = await wait_for(
+        kube,
+        RAYJOBS,
+        "ykjob",
+        namespace,
+        lambda o: bool((o.get("status") or {}).get("rayClusterName")),
+        what="the RayJob's cluster name",
+    )
+    cluster = named["status"]["rayClusterName"]
+    annotations = (await kube.get(RAYCLUSTERS, cluster, namespace))["metadata"]["annotations"]
+    assert "submittergroup" in annotations["yunikorn.apache.org/task-groups"]
+    pods = await all_pods(kube, namespace, cluster, 3)
+    for pod in pods:
+        assert pod["spec"]["schedulerName"] == "yunikorn", op.tail()
+        groups = orjson.loads(pod["metadata"]["annotations"]["yunikorn.apache.org/task-groups"])
+        assert [g["name"] for g in groups] == ["headgroup", "workers", "submittergroup"]
+        assert pod["metadata"]["labels"]["applicationId"] == "job-1"

@@ -308,6 +308,7 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
             concurrency=settings.reconcile_concurrency,
             use_kubernetes_proxy=settings.use_kubernetes_proxy,
             apiserver=config.server,
+            scheduler=scheduler,
         )
         if settings.delete_rayjob_after_job_finishes is not None:
             rj.delete_rayjob_after_finishes = settings.delete_rayjob_after_job_finishes

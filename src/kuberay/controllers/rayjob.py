@@ -66,6 +66,7 @@ from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
 from kuberay.runtime.informer import Informer
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
+from kuberay.schedulers import SUBMITTER_GROUP, BatchScheduler
 
 log = logging.getLogger("kuberay.controllers.rayjob")
 
@@ -107,6 +108,8 @@ class RayJobConfig:
     apiserver: str = ""
     clock: Callable[[], float] = time.time
     suffix: Callable[[], str] = random_suffix
+    # --batch-scheduler: adds its metadata to a K8sJobMode job's cluster and submitter.
+    scheduler: BatchScheduler | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> RayJobConfig:
@@ -623,6 +626,9 @@ class RayJobReconciler:
         cluster = rjb.build_cluster_for_job(
             job, sidecar_restart=self.config.gates.enabled(features.SIDECAR_SUBMITTER_RESTART)
         )
+        if self.config.scheduler is not None and rjb.submission_mode(job) == c.K8S_JOB_MODE:
+            template = rjb.build_submitter_job(job, cluster.get("spec") or {})["spec"]["template"]
+            self.config.scheduler.add_job_metadata(job, cluster, "", template)
         try:
             created = await self.client.create(RAYCLUSTERS, cluster, ns)
         except AlreadyExists:
@@ -646,6 +652,9 @@ class RayJobReconciler:
         if self._cached(self.jobs, ns, name) is not None:
             return
         submitter = rjb.build_submitter_job(job, cluster.get("spec") or {})
+        if self.config.scheduler is not None:
+            template = copy.deepcopy(submitter["spec"]["template"])
+            self.config.scheduler.add_job_metadata(job, submitter, SUBMITTER_GROUP, template)
         try:
             await self.client.create(JOBS, submitter, ns)
         except AlreadyExists:

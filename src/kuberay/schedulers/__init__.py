@@ -2,7 +2,9 @@
 
 The RayCluster controller calls a plugin at two points, as upstream does: once per reconcile
 before pods are created (``on_submission``: create or update a PodGroup and the like), and on
-every pod it builds (``add_pod_metadata``: scheduler name, group annotations/labels). With no
+every pod it builds (``add_pod_metadata``: scheduler name, group annotations/labels). The RayJob
+controller calls ``add_job_metadata`` on the RayCluster and the submitter Job of a K8sJobMode
+job. With no
 ``--batch-scheduler`` there is no plugin and nothing changes. An unknown name is a startup
 error, never a silent fallback.
 """
@@ -27,6 +29,21 @@ class BatchScheduler(Protocol):
     ) -> None:
         """Adds scheduler-specific fields to a pod about to be created (mutates ``pod``)."""
         ...
+
+    def add_job_metadata(
+        self,
+        job: dict[str, Any],
+        child: dict[str, Any],
+        group_name: str,
+        submitter_template: dict[str, Any],
+    ) -> None:
+        """Adds scheduler fields to what a K8sJobMode RayJob creates (mutates ``child``): its
+        RayCluster (``group_name`` "") and its submitter Job (``SUBMITTER_GROUP``).
+        ``submitter_template`` is the submitter's pod template, so a gang can include it."""
+        ...
+
+
+SUBMITTER_GROUP = "submittergroup"
 
 
 SchedulerFactory = Callable[[], BatchScheduler]

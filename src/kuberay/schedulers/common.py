@@ -23,3 +23,17 @@ def labels_of(obj: dict[str, Any]) -> dict[str, str]:
 
 def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
     return as_dict(as_dict(obj.get("metadata")).get("annotations"))
+
+
+class ClusterLevelOnly:
+    """For plugins with nothing to add at the RayJob level: the cluster's pods get their
+    metadata from the RayCluster, which carries the RayJob's labels."""
+
+    def add_job_metadata(
+        self,
+        job: dict[str, Any],
+        child: dict[str, Any],
+        group_name: str,
+        submitter_template: dict[str, Any],
+    ) -> None:
+        del job, child, group_name, submitter_template

@@ -90,7 +90,7 @@ def needs_resize(want: dict[str, Any], have: dict[str, Any]) -> bool:
     )
 
 
-class VolcanoScheduler:
+class VolcanoScheduler(sc.ClusterLevelOnly):
     name = NAME
 
     async def on_submission(self, client: KubeClient, cluster: dict[str, Any]) -> None:

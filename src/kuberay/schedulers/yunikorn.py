@@ -17,6 +17,7 @@ import orjson
 
 from kuberay.api import constants as c
 from kuberay.api.quantity import format_quantity, pod_resources
+from kuberay.schedulers import SUBMITTER_GROUP
 from kuberay.schedulers import common as sc
 
 NAME = "yunikorn"
@@ -81,4 +82,38 @@ class YuniKornScheduler:
             annotations[c.ANNOTATION_YUNIKORN_TASK_GROUPS] = task_groups_annotation(
                 cluster, sc.as_dict(cluster.get("spec"))
             )
+            annotations[c.ANNOTATION_YUNIKORN_TASK_GROUP_NAME] = group_name
+
+    def add_job_metadata(
+        self,
+        job: dict[str, Any],
+        child: dict[str, Any],
+        group_name: str,
+        submitter_template: dict[str, Any],
+    ) -> None:
+        labels = sc.labels_of(job)
+        if child.get("kind") == "Job":
+            template = child.setdefault("spec", {}).setdefault("template", {})
+            target = template.setdefault("metadata", {})
+            template.setdefault("spec", {})["schedulerName"] = NAME
+        else:
+            target = child.setdefault("metadata", {})
+        target_labels = target.setdefault("labels", {})
+        for source, name in ((LABEL_APP_ID, POD_LABEL_APP_ID), (LABEL_QUEUE, POD_LABEL_QUEUE)):
+            if labels.get(source):
+                target_labels[name] = labels[source]
+        if c.LABEL_GANG_SCHEDULING_ENABLED not in labels:
+            return
+        annotations = target.setdefault("annotations", {})
+        given = sc.annotations_of(job).get(c.ANNOTATION_YUNIKORN_TASK_GROUPS)
+        if given:
+            annotations[c.ANNOTATION_YUNIKORN_TASK_GROUPS] = given
+        else:
+            cluster_spec = sc.as_dict(sc.as_dict(job.get("spec")).get("rayClusterSpec"))
+            groups = [
+                *task_groups(cluster_spec),
+                _task_group(SUBMITTER_GROUP, 1, submitter_template),
+            ]
+            annotations[c.ANNOTATION_YUNIKORN_TASK_GROUPS] = orjson.dumps(groups).decode()
+        if group_name:
             annotations[c.ANNOTATION_YUNIKORN_TASK_GROUP_NAME] = group_name

@@ -168,3 +168,58 @@ def test_volcano_resize_compares_quantities_by_value() -> None:
         want, {"spec": {"minMember": 4, "minResources": same["spec"]["minResources"]}}
     )
     assert volcano.needs_resize(want, {"spec": {"minMember": 3, "minResources": {"cpu": "2"}}})
+
+
+def rayjob(labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "job", "namespace": "ns", "labels": labels},
+        "spec": {"rayClusterSpec": cluster({})["spec"]},
+    }
+
+
+SUBMITTER_TEMPLATE = {
+    "spec": {
+        "containers": [{"name": "ray-job-submitter", "resources": {"requests": {"cpu": "500m"}}}]
+    }
+}
+
+
+def test_yunikorn_rayjob_gang_includes_the_submitter() -> None:
+    job = rayjob({"yunikorn.apache.org/app-id": "a1", "ray.io/gang-scheduling-enabled": "true"})
+    rc: dict[str, Any] = {"kind": "RayCluster", "metadata": {"name": "job-abc"}}
+    yk = YuniKornScheduler()
+    yk.add_job_metadata(job, rc, "", SUBMITTER_TEMPLATE)
+    groups = orjson.loads(rc["metadata"]["annotations"]["yunikorn.apache.org/task-groups"])
+    assert [(g["name"], g["minMember"]) for g in groups] == [
+        ("headgroup", 1),
+        ("gpu", 4),
+        ("submittergroup", 1),
+    ]
+    assert groups[2]["minResource"] == {"cpu": "500m"}
+    assert "yunikorn.apache.org/task-group-name" not in rc["metadata"]["annotations"]
+    assert rc["metadata"]["labels"]["applicationId"] == "a1"
+
+    submitter: dict[str, Any] = {
+        "kind": "Job",
+        "spec": {"template": copy.deepcopy(SUBMITTER_TEMPLATE)},
+    }
+    yk.add_job_metadata(job, submitter, "submittergroup", SUBMITTER_TEMPLATE)
+    template = submitter["spec"]["template"]
+    assert template["spec"]["schedulerName"] == "yunikorn"
+    assert template["metadata"]["labels"]["applicationId"] == "a1"
+    annotations = template["metadata"]["annotations"]
+    assert annotations["yunikorn.apache.org/task-group-name"] == "submittergroup"
+    assert (
+        annotations["yunikorn.apache.org/task-groups"]
+        == rc["metadata"]["annotations"]["yunikorn.apache.org/task-groups"]
+    )
+
+
+def test_other_plugins_leave_rayjob_children_alone() -> None:
+    job = rayjob({"kai.scheduler/queue": "q", "ray.io/gang-scheduling-enabled": "true"})
+    for plugin in (KaiScheduler(), SchedulerPluginsScheduler(), volcano.VolcanoScheduler()):
+        rc: dict[str, Any] = {"kind": "RayCluster", "metadata": {"name": "job-abc"}}
+        plugin.add_job_metadata(job, rc, "", SUBMITTER_TEMPLATE)
+        assert rc == {"kind": "RayCluster", "metadata": {"name": "job-abc"}}
