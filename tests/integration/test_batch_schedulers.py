@@ -14,7 +14,7 @@ import pytest
 from operator_fixture import OperatorProcess, install_crds
 
 from kuberay.devenv.plane import Plane
-from kuberay.devenv.testing import install_loose_crd, wait_for, wait_until
+from kuberay.devenv.testing import condition, install_loose_crd, wait_for, wait_until
 from kuberay.runtime.client import JSON_PATCH, PODS, KubeClient, Resource
 from kuberay.schedulers import volcano
 from kuberay.schedulers.scheduler_plugins import PODGROUPS
@@ -114,6 +114,18 @@ async def test_yunikorn_gang_metadata(
         assert task_groups[1]["minResource"] == {"cpu": "1", "memory": "1Gi"}
         groups.add(annotations["yunikorn.apache.org/task-group-name"])
     assert groups == {"headgroup", "workers"}
+    # No YuniKorn runs here: the status says what the pods wait for.
+    await wait_for(
+        kube,
+        RAYCLUSTERS,
+        "yk",
+        namespace,
+        lambda o: (
+            "not yet scheduled by yunikorn"
+            in str((condition(o, "RayClusterProvisioned") or {}).get("message"))
+        ),
+        what="the stall reason in RayClusterProvisioned",
+    )
 
 
 async def test_kai_queue_metadata(kube: KubeClient, namespace: str, start_operator: Start) -> None:

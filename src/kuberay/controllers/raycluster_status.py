@@ -117,6 +117,15 @@ def stall_reason(pods: list[Obj]) -> str | None:
         if scheduled and scheduled.get("status") == "False":
             reason = scheduled.get("reason") or "Unschedulable"
             return f"pod {name}: {reason}: {scheduled.get('message', '')}".rstrip(": ")
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or ""
+        if (
+            scheduled is None
+            and not (pod.get("spec") or {}).get("nodeName")
+            and scheduler not in ("", "default-scheduler")
+        ):
+            # A batch scheduler that is not running (or not yet placing the gang) leaves no
+            # trace on the pod at all: say which scheduler it is waiting for.
+            return f"pod {name}: not yet scheduled by {scheduler}"
         for key in ("initContainerStatuses", "containerStatuses"):
             for cs in status.get(key) or []:
                 state = cs.get("state") or {}

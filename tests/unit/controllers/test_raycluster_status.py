@@ -107,6 +107,17 @@ def test_not_ready_explains_the_stall() -> None:
     assert "pod w1: container ray-worker: ImagePullBackOff not found" in cond["message"]
 
 
+def test_a_pod_left_alone_by_its_batch_scheduler_is_named() -> None:
+    waiting = {
+        "metadata": {"name": "w3"},
+        "spec": {"schedulerName": "volcano"},
+        "status": {"phase": "Pending"},
+    }
+    assert st.stall_reason([waiting]) == "pod w3: not yet scheduled by volcano"
+    waiting["spec"]["schedulerName"] = "default-scheduler"
+    assert st.stall_reason([waiting]) is None  # the default scheduler says why itself
+
+
 def test_headless_service_ip_is_the_head_pod_ip_and_endpoints() -> None:
     svc = {
         "metadata": {"name": "c-head-svc"},
