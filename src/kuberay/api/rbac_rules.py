@@ -104,8 +104,8 @@ OPERATOR_RULES: Final = (
     Rule(
         "",
         ("serviceaccounts",),
-        ("create", "get"),
-        "the autoscaler's service account (create) or the user's (existence check)",
+        ("create", "get", "list", "watch"),
+        "the autoscaler's service account (create; cached to skip repeats) or the user's (get)",
     ),
     Rule("", ("secrets",), ("create", "get"), "the Ray auth-token Secret: created once, read"),
     Rule(
@@ -136,8 +136,8 @@ OPERATOR_RULES: Final = (
     Rule(
         "rbac.authorization.k8s.io",
         ("roles", "rolebindings"),
-        ("create",),
-        "autoscaler Role/RoleBinding (create-only, never updated)",
+        ("create", "list", "watch"),
+        "autoscaler Role/RoleBinding (create-only, never updated; cached to skip repeats)",
     ),
     # Networking the operator may create for a cluster or a RayService.
     Rule(

@@ -98,6 +98,8 @@ volcano
   verbs:
   - create
   - get
+  - list
+  - watch
 - apiGroups:
   - ''
   resources:
@@ -233,6 +235,8 @@ volcano
   - roles
   verbs:
   - create
+  - list
+  - watch
 - apiGroups:
   - route.openshift.io
   resources:
