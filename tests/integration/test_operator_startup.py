@@ -4,6 +4,7 @@ and what ``--enable-metrics`` serves."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import time
@@ -20,7 +21,9 @@ from kuberay.controllers.rayservice import RAYSERVICES
 from kuberay.devenv.manifests import install_crds
 from kuberay.devenv.operatorproc import OperatorProcess
 from kuberay.devenv.plane import Plane, free_port
-from kuberay.runtime.client import KubeClient
+from kuberay.devenv.testing import wait_gone
+from kuberay.runtime.client import CRDS, KubeClient
+from kuberay.runtime.errors import NotFound
 
 
 async def test_kubernetes_version_requirement(kube: KubeClient) -> None:
@@ -29,6 +32,20 @@ async def test_kubernetes_version_requirement(kube: KubeClient) -> None:
         SettingsError, match=r"needs Kubernetes 1\.35 or newer; the API server is v1\.34"
     ):
         await require_kubernetes(kube, (1, 35), "the SidecarSubmitterRestart feature gate")
+
+
+def operator_argv(plane: Plane, *flags: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "kuberay.cli.main",
+        "operator",
+        f"--kubeconfig={plane.kubeconfig}",
+        "--enable-leader-election=false",
+        "--metrics-addr=127.0.0.1:0",
+        "--health-probe-bind-address=127.0.0.1:0",
+        *flags,
+    ]
 
 
 @pytest.mark.parametrize(
@@ -48,17 +65,7 @@ async def test_kubernetes_version_requirement(kube: KubeClient) -> None:
 )
 def test_operator_refuses_to_start_with_a_reason(plane: Plane, flag: str, message: str) -> None:
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kuberay.cli.main",
-            "operator",
-            f"--kubeconfig={plane.kubeconfig}",
-            "--enable-leader-election=false",
-            "--metrics-addr=127.0.0.1:0",
-            "--health-probe-bind-address=127.0.0.1:0",
-            *flag.split(),
-        ],
+        operator_argv(plane, *flag.split()),
         capture_output=True,
         text=True,
         timeout=60,
@@ -66,6 +73,20 @@ def test_operator_refuses_to_start_with_a_reason(plane: Plane, flag: str, messag
     )
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
+
+
+async def test_volcano_needs_its_podgroup_api(plane: Plane, kube: KubeClient) -> None:
+    with contextlib.suppress(NotFound):
+        await kube.delete(CRDS, "podgroups.scheduling.volcano.sh")
+    await wait_gone(kube, CRDS, "podgroups.scheduling.volcano.sh", None)
+    proc = await asyncio.create_subprocess_exec(
+        *operator_argv(plane, "--batch-scheduler=volcano"),
+        stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2, err
+    assert b"--batch-scheduler=volcano needs the podgroups.scheduling.volcano.sh/v1beta1 API" in err
 
 
 def _cluster_spec() -> dict[str, Any]:

@@ -42,7 +42,8 @@ from kuberay.controllers.rayservice import RayServiceConfig
 from kuberay.controllers.rayservice import register as register_rayservice
 from kuberay.ray.http_client import HttpDashboardFactory, proxy_factory_for
 from kuberay.runtime import logs
-from kuberay.runtime.client import KubeClient, auto_config
+from kuberay.runtime.client import KubeClient, Resource, auto_config
+from kuberay.runtime.errors import NotFound
 from kuberay.runtime.manager import Manager, ManagerOptions
 from kuberay.runtime.webhook import WebhookServer
 from kuberay.schedulers import UnknownScheduler, get_scheduler
@@ -234,6 +235,20 @@ async def require_kubernetes(client: KubeClient, minimum: tuple[int, int], why: 
         )
 
 
+async def require_api(client: KubeClient, res: Resource, why: str) -> None:
+    """Refuses to start when ``res`` is not served (its CRD is not installed): upstream's
+    Volcano plugin checks this too, and every reconcile would otherwise fail on it."""
+    try:
+        found = await client.request("GET", f"/apis/{res.group}/{res.version}")
+    except NotFound:
+        found = {}
+    if not any(r.get("name") == res.plural for r in found.get("resources") or []):
+        raise SettingsError(
+            f"{why} needs the {res.plural}.{res.group}/{res.version} API, which this cluster "
+            "does not serve: install it first"
+        )
+
+
 async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> int:
     try:
         gates = FeatureGates.parse(settings.feature_gates)
@@ -312,6 +327,9 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
         )
         if settings.delete_rayjob_after_job_finishes is not None:
             rj.delete_rayjob_after_finishes = settings.delete_rayjob_after_job_finishes
+        if scheduler is not None:
+            for res in getattr(scheduler, "requires", ()):
+                await require_api(client, res, f"--batch-scheduler={scheduler.name}")
         if gates.enabled("SidecarSubmitterRestart"):
             await require_kubernetes(client, (1, 35), "the SidecarSubmitterRestart feature gate")
         jobs = register_rayjob(mgr, rj, settings.watch_namespace or None, dashboards)

@@ -92,6 +92,7 @@ def needs_resize(want: dict[str, Any], have: dict[str, Any]) -> bool:
 
 class VolcanoScheduler(sc.ClusterLevelOnly):
     name = NAME
+    requires = (PODGROUPS,)  # checked at startup: without it every reconcile would fail
 
     async def on_submission(self, client: KubeClient, cluster: dict[str, Any]) -> None:
         want = build_pod_group(cluster)
