@@ -16,6 +16,7 @@ from operator_fixture import OperatorProcess, install_crds
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import condition, install_loose_crd, wait_for, wait_until
 from kuberay.runtime.client import JSON_PATCH, PODS, KubeClient, Resource
+from kuberay.runtime.events import EVENTS_V1
 from kuberay.schedulers import volcano
 from kuberay.schedulers.scheduler_plugins import PODGROUPS
 
@@ -228,3 +229,53 @@ async def test_yunikorn_rayjob_gang_reserves_the_submitter(
         groups = orjson.loads(pod["metadata"]["annotations"]["yunikorn.apache.org/task-groups"])
         assert [g["name"] for g in groups] == ["headgroup", "workers", "submittergroup"]
         assert pod["metadata"]["labels"]["applicationId"] == "job-1"
+
+
+async def test_volcano_rayjob_gang_and_its_release(
+    kube: KubeClient, namespace: str, start_operator: Start
+) -> None:
+    await install_loose_crd(kube, volcano.PODGROUPS, "PodGroup")
+    op = start_operator("volcano")
+    job = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "vcjob", "labels": {"volcano.sh/queue-name": "research"}},
+        "spec": {
+            "entrypoint": "python -c 'print(1)'",
+            "shutdownAfterJobFinishes": True,
+            "rayClusterSpec": gang_cluster("unused", {})["spec"],
+        },
+    }
+    await kube.create(RAYJOBS, job, namespace)
+    group = await wait_for(
+        kube, volcano.PODGROUPS, "ray-vcjob-pg", namespace, lambda _: True, what=op.tail()
+    )
+    assert group["metadata"]["ownerReferences"][0]["kind"] == "RayJob"
+    # Head + 2 workers; the submitter adds its resources (default 1 CPU / 1Gi limits,
+    # requests 500m / 200Mi) but no member.
+    assert group["spec"]["minMember"] == 3
+    assert group["spec"]["minResources"]["cpu"] == "3500m"
+    assert group["spec"]["queue"] == "research"
+    named = await kube.get(RAYJOBS, "vcjob", namespace)
+    cluster = named["status"]["rayClusterName"]
+    pods = await all_pods(kube, namespace, cluster, 3)
+    for pod in pods:
+        assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "ray-vcjob-pg"
+    groups = await kube.list(volcano.PODGROUPS, namespace)
+    assert [g["metadata"]["name"] for g in groups["items"]] == ["ray-vcjob-pg"]
+
+    # Suspending deletes the cluster; the job's PodGroup stops reserving anything.
+    await kube.patch(RAYJOBS, "vcjob", {"spec": {"suspend": True}}, namespace)
+    await wait_for(
+        kube,
+        volcano.PODGROUPS,
+        "ray-vcjob-pg",
+        namespace,
+        lambda g: g["spec"]["minMember"] == 0 and not g["spec"]["minResources"],
+        timeout=60,
+        what="the PodGroup released",
+    )
+    events = (await kube.list(EVENTS_V1, namespace))["items"]
+    cleaned = [e for e in events if e["reason"] == "BatchSchedulerCleanedUp"]
+    assert cleaned, [e["reason"] for e in events]
+    assert cleaned[0]["regarding"]["name"] == "vcjob"

@@ -342,6 +342,9 @@ class RayJobReconciler:
             return None
         if self.active_deadline_exceeded(job) or self.pre_running_deadline_exceeded(job):
             return None
+        if self.config.scheduler is not None and not job["spec"].get("clusterSelector"):
+            template = self._submitter_template(job)
+            await self.config.scheduler.on_job_submission(self.client, job, template)
         cluster = await self._get_or_create_cluster(job)
         status["rayClusterStatus"] = self._cluster_status_copy(job, cluster)
         if not status.get("dashboardURL"):
@@ -448,6 +451,7 @@ class RayJobReconciler:
             job_gone = await self._delete_submitter(job)
         if not cluster_gone or not job_gone:
             return self._requeue()
+        await self._release_gang(job)
         for key in (
             "rayClusterName",
             "dashboardURL",
@@ -474,6 +478,7 @@ class RayJobReconciler:
         spec = job["spec"]
         if spec.get("clusterSelector"):
             return Result()
+        await self._release_gang(job)
         strategy = spec.get("deletionStrategy")
         if self.config.gates.enabled(features.RAY_JOB_DELETION_POLICY) and isinstance(
             strategy, dict
@@ -484,6 +489,37 @@ class RayJobReconciler:
         if spec.get("shutdownAfterJobFinishes"):
             return await self._shutdown_after_finish(job)
         return Result()
+
+    # ------------------------------------------------------------------ batch scheduler
+    def _submitter_template(self, job: Obj) -> Obj | None:
+        """The submitter pod a gang must make room for: K8sJobMode's Job template, or the
+        SidecarMode container in a pod of its own; None when nothing is submitted by a pod."""
+        cluster_spec = job["spec"].get("rayClusterSpec") or {}
+        mode = rjb.submission_mode(job)
+        if mode == c.K8S_JOB_MODE:
+            template: Obj = rjb.build_submitter_job(job, cluster_spec)["spec"]["template"]
+            return template
+        if mode == c.SIDECAR_MODE:
+            return {"spec": {"containers": [rjb.default_submitter_container(cluster_spec)]}}
+        return None
+
+    async def _release_gang(self, job: Obj) -> None:
+        """Tells the batch scheduler the job's gang no longer needs what it reserved; a
+        failure is reported and retried on the next pass, never blocking the job's cleanup."""
+        if self.config.scheduler is None:
+            return
+        where = f"{_ns(job)}/{job['metadata']['name']}"
+        try:
+            changed = await self.config.scheduler.on_job_completion(self.client, job)
+        except ApiError as exc:
+            note = f"Failed to clean up batch scheduler resources for RayJob {where}: {exc}"
+            self.recorder.event(
+                job, WARNING, c.EVENT_FAILED_TO_CLEANUP_BATCH_SCHEDULER, note, "Cleanup"
+            )
+            return
+        if changed:
+            note = f"Released the batch scheduler's reservation for RayJob {where}"
+            self.recorder.event(job, NORMAL, c.EVENT_BATCH_SCHEDULER_CLEANED_UP, note, "Cleanup")
 
     # ------------------------------------------------------------------ timers
     def _to_suspending_if_needed(self, job: Obj) -> bool:

@@ -42,6 +42,21 @@ class BatchScheduler(Protocol):
         ``submitter_template`` is the submitter's pod template, so a gang can include it."""
         ...
 
+    async def on_job_submission(
+        self,
+        client: KubeClient,
+        job: dict[str, Any],
+        submitter_template: dict[str, Any] | None,
+    ) -> None:
+        """Prepares a RayJob-level gang before the job's cluster is created (a RayJob that
+        brings its own cluster spec; ``submitter_template`` is None without a submitter pod)."""
+        ...
+
+    async def on_job_completion(self, client: KubeClient, job: dict[str, Any]) -> bool:
+        """Releases what the RayJob's gang still reserves once it ended, retried or
+        suspended; True when something changed (reported as BatchSchedulerCleanedUp)."""
+        ...
+
 
 SUBMITTER_GROUP = "submittergroup"
 

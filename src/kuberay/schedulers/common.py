@@ -25,9 +25,19 @@ def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
     return as_dict(as_dict(obj.get("metadata")).get("annotations"))
 
 
-class ClusterLevelOnly:
-    """For plugins with nothing to add at the RayJob level: the cluster's pods get their
-    metadata from the RayCluster, which carries the RayJob's labels."""
+class NoJobLevelObjects:
+    """For plugins that keep no object for a RayJob's gang: nothing to prepare or release, and
+    by default no metadata either (the cluster's pods get theirs from the RayCluster, which
+    carries the RayJob's labels)."""
+
+    async def on_job_submission(
+        self, client: Any, job: dict[str, Any], submitter_template: dict[str, Any] | None
+    ) -> None:
+        del client, job, submitter_template
+
+    async def on_job_completion(self, client: Any, job: dict[str, Any]) -> bool:
+        del client, job
+        return False
 
     def add_job_metadata(
         self,

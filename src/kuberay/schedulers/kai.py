@@ -18,7 +18,7 @@ LABEL_QUEUE = "kai.scheduler/queue"
 log = logging.getLogger("kuberay.schedulers.kai")
 
 
-class KaiScheduler(sc.ClusterLevelOnly):
+class KaiScheduler(sc.NoJobLevelObjects):
     name = NAME
 
     async def on_submission(self, client: Any, cluster: dict[str, Any]) -> None:

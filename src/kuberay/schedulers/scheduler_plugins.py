@@ -56,7 +56,7 @@ def build_pod_group(cluster: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class SchedulerPluginsScheduler(sc.ClusterLevelOnly):
+class SchedulerPluginsScheduler(sc.NoJobLevelObjects):
     name = NAME
 
     def __init__(self) -> None:

@@ -61,7 +61,7 @@ def task_groups_annotation(parent: dict[str, Any], cluster_spec: dict[str, Any])
     return orjson.dumps(task_groups(cluster_spec)).decode()
 
 
-class YuniKornScheduler:
+class YuniKornScheduler(sc.NoJobLevelObjects):
     name = NAME
 
     async def on_submission(self, client: Any, cluster: dict[str, Any]) -> None:

@@ -147,10 +147,10 @@ def test_scheduler_plugins_pod_group_and_label() -> None:
 def test_volcano_sizes_autoscaling_clusters_by_their_minimum() -> None:
     rc = cluster({"ray.io/priority-class-name": "high", "volcano.sh/queue-name": "q"})
     rc["spec"]["workerGroupSpecs"][0]["replicas"] = 5
-    fixed = volcano.build_pod_group(rc)
+    fixed = volcano.cluster_pod_group(rc)
     assert fixed["spec"]["minMember"] == 11  # 5 replicas x 2 hosts + head
     rc["spec"]["enableInTreeAutoscaling"] = True
-    scaling = volcano.build_pod_group(rc)
+    scaling = volcano.cluster_pod_group(rc)
     assert scaling["spec"]["minMember"] == 5  # minReplicas 2 x 2 hosts + head
     assert scaling["spec"]["minResources"]["nvidia.com/gpu"] == "4"
     assert (scaling["spec"]["queue"], scaling["spec"]["priorityClassName"]) == ("q", "high")
@@ -219,7 +219,48 @@ def test_yunikorn_rayjob_gang_includes_the_submitter() -> None:
 
 def test_other_plugins_leave_rayjob_children_alone() -> None:
     job = rayjob({"kai.scheduler/queue": "q", "ray.io/gang-scheduling-enabled": "true"})
-    for plugin in (KaiScheduler(), SchedulerPluginsScheduler(), volcano.VolcanoScheduler()):
+    for plugin in (KaiScheduler(), SchedulerPluginsScheduler()):
         rc: dict[str, Any] = {"kind": "RayCluster", "metadata": {"name": "job-abc"}}
         plugin.add_job_metadata(job, rc, "", SUBMITTER_TEMPLATE)
         assert rc == {"kind": "RayCluster", "metadata": {"name": "job-abc"}}
+
+
+def test_volcano_rayjob_gang_reserves_the_submitter_without_counting_it() -> None:
+    job = rayjob({"volcano.sh/queue-name": "q"})
+    job["metadata"]["uid"] = "j1"
+    job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = 2
+    group = volcano.job_pod_group(job, SUBMITTER_TEMPLATE)
+    assert group["metadata"]["name"] == "ray-job-pg"
+    owner = group["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"]) == ("RayJob", "j1")
+    assert group["spec"]["minMember"] == 5  # head + minReplicas 2 x 2 hosts; no submitter
+    assert group["spec"]["minResources"]["cpu"] == "11500m"  # 1 + 4 x 2.5 + 0.5 submitter
+    # The cluster the job makes names the job's PodGroup on its pods and skips its own.
+    made = {
+        "kind": "RayCluster",
+        "metadata": {
+            "name": "job-x1",
+            "labels": {
+                "ray.io/originated-from-crd": "RayJob",
+                "ray.io/originated-from-cr-name": "job",
+                "volcano.sh/queue-name": "q",
+            },
+        },
+    }
+    p = pod()
+    volcano.VolcanoScheduler().add_pod_metadata(made, "headgroup", p)
+    assert p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "ray-job-pg"
+    submitter: dict[str, Any] = {
+        "kind": "Job",
+        "spec": {"template": copy.deepcopy(SUBMITTER_TEMPLATE)},
+    }
+    volcano.VolcanoScheduler().add_job_metadata(
+        job, submitter, "submittergroup", SUBMITTER_TEMPLATE
+    )
+    template = submitter["spec"]["template"]
+    assert template["spec"]["schedulerName"] == "volcano"
+    assert template["metadata"]["annotations"] == {
+        "scheduling.k8s.io/group-name": "ray-job-pg",
+        "volcano.sh/task-spec": "submittergroup",
+    }
+    assert template["metadata"]["labels"]["volcano.sh/queue-name"] == "q"
