@@ -1,4 +1,5 @@
-"""`kuberay dev up/status/down` and the no-orphans guarantee (normal stop, SIGKILL, Ctrl-C)."""
+"""`kuberay dev up/status/down`, the no-orphans guarantee (normal stop, SIGKILL, Ctrl-C), and
+`kuberay demo` (the README's first command) from a plane that is not running yet."""
 
 from __future__ import annotations
 
@@ -114,3 +115,16 @@ def test_ctrl_c_stops_a_foreground_plane(plane_name: str) -> None:
     assert "plane stopped" in out
     assert _wait_dead(pids) == []
     assert not state.exists()
+
+
+def test_demo_starts_a_plane_and_shows_a_ready_cluster(plane_name: str) -> None:
+    demo = subprocess.run(
+        [*KUBERAY, "demo", "--name", plane_name, "--nodes", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "state=ready" in demo.stdout, demo.stdout
+    assert "kuberay dev down" in demo.stdout

@@ -23,6 +23,7 @@ import yaml
 from kuberay.cli import dev
 from kuberay.devenv import binaries
 from kuberay.devenv.manifests import REPO_ROOT, apply, install_crds
+from kuberay.devenv.supervisor import add_plane_arguments
 from kuberay.runtime.client import NAMESPACES, NODES, PODS, KubeClient, Resource, load_kubeconfig
 from kuberay.runtime.errors import AlreadyExists
 
@@ -132,15 +133,12 @@ async def _show(plane: Path, timeout: float) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    up_args = argparse.Namespace(
-        name=args.name,
-        foreground=False,
-        nodes=args.nodes,
-        node_cpu="64",
-        node_memory="512Gi",
-        node_gpus=4,
-        unlimited=False,
-    )
+    # `dev up`'s own defaults, so a plane option added there can never be missing here.
+    plane_options = argparse.ArgumentParser(add_help=False)
+    add_plane_arguments(plane_options)
+    up_args = plane_options.parse_args([f"--nodes={args.nodes}"])
+    up_args.name = args.name
+    up_args.foreground = False
     if dev.cmd_up(up_args) != 0:
         return 1
     plane = dev.plane_dir(args.name)
