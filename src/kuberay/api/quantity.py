@@ -165,3 +165,17 @@ def pod_resources(template: dict[str, Any]) -> dict[str, Quantity]:
                 continue
             totals[key] = totals[key] + quantity if key in totals else quantity
     return totals
+
+
+def formatted(amounts: dict[str, Quantity]) -> dict[str, str]:
+    """A resource list in the apiserver's canonical text form."""
+    return {key: format_quantity(q) for key, q in amounts.items()}
+
+
+def same_amount(a: Any, b: Any) -> bool:
+    """Whether two quantities (text as stored, or as built) are equal by value ("1Gi" and
+    "1024Mi" are); text that does not parse only equals itself."""
+    try:
+        return parse_quantity(str(a)).value == parse_quantity(str(b)).value
+    except QuantityError:
+        return bool(a == b)

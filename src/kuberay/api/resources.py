@@ -23,12 +23,13 @@ JsonDict = dict[str, Any]
 _MIG_KEY: Final = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb$")
 
 
-def owner_reference(cluster: JsonDict) -> JsonDict:
-    """The controller reference every object made for a RayCluster carries."""
-    meta = _dict(cluster.get("metadata"))
+def owner_reference(owner: JsonDict, kind: str = c.KIND_RAYCLUSTER) -> JsonDict:
+    """The controller reference every object made for a ray.io object (a RayCluster unless
+    ``kind`` says otherwise) carries."""
+    meta = _dict(owner.get("metadata"))
     return {
         "apiVersion": c.API_VERSION,
-        "kind": c.KIND_RAYCLUSTER,
+        "kind": kind,
         "name": meta.get("name"),
         "uid": meta.get("uid"),
         "controller": True,

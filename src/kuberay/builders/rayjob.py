@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from kuberay.api import constants as c
+from kuberay.api.resources import owner_reference
 from kuberay.builders import names
 from kuberay.builders.common import (
     JsonDict,
@@ -51,15 +52,7 @@ def submission_mode(job: JsonDict) -> str:
 
 
 def job_owner_reference(job: JsonDict) -> JsonDict:
-    meta = as_dict(job.get("metadata"))
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.KIND_RAYJOB,
-        "name": meta.get("name"),
-        "uid": meta.get("uid"),
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return owner_reference(job, c.KIND_RAYJOB)
 
 
 def generated_name(job_name: str, suffix: str) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from kuberay.api import constants as c
+from kuberay.api.resources import owner_reference as controller_reference
 from kuberay.builders.common import JsonDict, as_dict, as_list, spec_of
 from kuberay.builders.errors import BuildError
 from kuberay.builders.hashing import json_hash, spec_hash
@@ -58,15 +59,7 @@ def originated_labels(svc_name: str) -> dict[str, str]:
 
 
 def owner_reference(svc: JsonDict) -> JsonDict:
-    meta = as_dict(svc.get("metadata"))
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.KIND_RAYSERVICE,
-        "name": meta.get("name"),
-        "uid": meta.get("uid"),
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return controller_reference(svc, c.KIND_RAYSERVICE)
 
 
 def goal_cluster_spec(svc: JsonDict) -> JsonDict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kuberay.api import constants as c
-from kuberay.api.quantity import QuantityError, parse_quantity
+from kuberay.api.quantity import same_amount
 from kuberay.builders import names
 from kuberay.builders.common import (
     JsonDict,
@@ -61,13 +61,6 @@ def build_gcs_pvc(cluster: JsonDict) -> JsonDict:
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
 
-def _storage_value(text: Any) -> Any:
-    try:
-        return parse_quantity(str(text)).value
-    except QuantityError:
-        return text
-
-
 def pvc_drift(want: JsonDict, have: JsonDict) -> list[str]:
     """How an existing claim differs from what the spec asks for (size, class, access modes),
     worded for an event. Kubernetes would refuse most of these changes, so they are reported,
@@ -76,7 +69,7 @@ def pvc_drift(want: JsonDict, have: JsonDict) -> list[str]:
     drift: list[str] = []
     size = as_dict(as_dict(want_spec.get("resources")).get("requests")).get("storage")
     got = as_dict(as_dict(have_spec.get("resources")).get("requests")).get("storage")
-    if _storage_value(size) != _storage_value(got):
+    if not same_amount(size, got):
         drift.append(f"size {got}, spec asks {size}")
     wanted_class = want_spec.get("storageClassName")
     if wanted_class and have_spec.get("storageClassName") != wanted_class:

@@ -328,7 +328,7 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
         if settings.delete_rayjob_after_job_finishes is not None:
             rj.delete_rayjob_after_finishes = settings.delete_rayjob_after_job_finishes
         if scheduler is not None:
-            for res in getattr(scheduler, "requires", ()):
+            for res in scheduler.requires:
                 await require_api(client, res, f"--batch-scheduler={scheduler.name}")
         if gates.enabled("SidecarSubmitterRestart"):
             await require_kubernetes(client, (1, 35), "the SidecarSubmitterRestart feature gate")

@@ -13,11 +13,22 @@ from typing import Any
 
 from kuberay.api import constants as c
 from kuberay.runtime.client import Resource
+from kuberay.runtime.informer import Informer
+from kuberay.runtime.store import Obj
 
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 POD_SELECTOR = f"{c.LABEL_NODE_TYPE} in (head,worker,redis-cleanup)"
 OWNED_SELECTOR = f"{c.LABEL_CREATED_BY}={c.CREATED_BY}"
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alphabet
+
+
+def find_cached(informers: list[Informer], ns: str, name: str) -> Obj | None:
+    """``ns/name`` from the first of ``informers`` (one per watched namespace) that has it."""
+    for inf in informers:
+        obj = inf.store.get_by_name(ns, name)
+        if obj is not None:
+            return obj
+    return None
 
 
 def random_suffix(n: int = 5) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 from kuberay.api import constants as c
 from kuberay.builders.network_policy import build_network_policies
-from kuberay.controllers.common import RAYCLUSTERS
+from kuberay.controllers.common import RAYCLUSTERS, find_cached
 from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.controller import Request, Result, generation_changed
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
@@ -85,13 +85,6 @@ class NetworkPolicyReconciler:
             self.policies.append(policies)
         self.controller = ctrl
 
-    def _cluster(self, ns: str, name: str) -> Obj | None:
-        for inf in self.clusters:
-            obj = inf.store.get_by_name(ns, name)
-            if obj is not None:
-                return obj
-        return None
-
     def _owned_policies(self, ns: str, cluster: str, uid: str) -> dict[str, Obj]:
         out: dict[str, Obj] = {}
         for inf in self.policies:
@@ -107,7 +100,7 @@ class NetworkPolicyReconciler:
 
     async def reconcile(self, req: Request) -> Result | None:
         ns = req.namespace or ""
-        cached = self._cluster(ns, req.name)
+        cached = find_cached(self.clusters, ns, req.name)
         if cached is None:
             return None
         meta = cached["metadata"]

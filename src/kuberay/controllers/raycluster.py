@@ -56,6 +56,7 @@ from kuberay.controllers.common import (
     OWNED_SELECTOR,
     POD_SELECTOR,
     RAYCLUSTERS,
+    find_cached,
     random_suffix,
 )
 from kuberay.runtime.client import (
@@ -242,12 +243,7 @@ class RayClusterReconciler:
         self.expectations = Expectations(self._lookup_pod)
 
     # ------------------------------------------------------------------ cache access
-    def _cached(self, informers: list[Informer], ns: str, name: str) -> Obj | None:
-        for inf in informers:
-            obj = inf.store.get_by_name(ns, name)
-            if obj is not None:
-                return obj
-        return None
+    _cached = staticmethod(find_cached)
 
     def _lookup_pod(self, ns: str, name: str) -> Obj | None:
         return self._cached(self.pods, ns, name)
@@ -393,7 +389,7 @@ class RayClusterReconciler:
                     "the operator does not create user-named service accounts"
                 )
                 self.recorder.event(
-                    cluster, WARNING, "AutoscalerServiceAccountNotFound", msg, "Create"
+                    cluster, WARNING, c.EVENT_AUTOSCALER_SERVICE_ACCOUNT_NOT_FOUND, msg, "Create"
                 )
                 raise _ReconcileError("", msg) from None
         else:
@@ -478,7 +474,7 @@ class RayClusterReconciler:
             self.recorder.event(
                 cluster,
                 WARNING,
-                "FailedToUpdateIngress",
+                c.EVENT_FAILED_TO_UPDATE_INGRESS,
                 f"ingress {ns}/{name} exists and is not owned by this RayCluster",
                 "Update",
             )
@@ -498,7 +494,7 @@ class RayClusterReconciler:
             have["spec"] = spec
             await self.client.update(INGRESSES, have)
             self.recorder.event(
-                cluster, NORMAL, "UpdatedIngress", f"Updated ingress {ns}/{name}", "Update"
+                cluster, NORMAL, c.EVENT_UPDATED_INGRESS, f"Updated ingress {ns}/{name}", "Update"
             )
 
     async def _reconcile_auth_secret(self, cluster: Obj) -> None:

@@ -48,6 +48,7 @@ from kuberay.controllers.common import (
     OWNED_SELECTOR,
     POD_SELECTOR,
     RAYCLUSTERS,
+    find_cached,
     parse_time,
     random_suffix,
     rfc3339,
@@ -180,13 +181,7 @@ class RayJobReconciler:
     def now(self) -> float:
         return self.config.clock()
 
-    @staticmethod
-    def _cached(informers: list[Informer], ns: str, name: str) -> Obj | None:
-        for inf in informers:
-            obj = inf.store.get_by_name(ns, name)
-            if obj is not None:
-                return obj
-        return None
+    _cached = staticmethod(find_cached)
 
     def _head_pod(self, ns: str, cluster: str) -> Obj | None:
         for inf in self.pods:
@@ -663,7 +658,7 @@ class RayJobReconciler:
             job, sidecar_restart=self.config.gates.enabled(features.SIDECAR_SUBMITTER_RESTART)
         )
         if self.config.scheduler is not None and rjb.submission_mode(job) == c.K8S_JOB_MODE:
-            template = rjb.build_submitter_job(job, cluster.get("spec") or {})["spec"]["template"]
+            template = self._submitter_template(job) or {}
             self.config.scheduler.add_job_metadata(job, cluster, "", template)
         try:
             created = await self.client.create(RAYCLUSTERS, cluster, ns)

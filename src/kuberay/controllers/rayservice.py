@@ -86,6 +86,7 @@ from kuberay.controllers.common import (
     OWNED_SELECTOR,
     POD_SELECTOR,
     RAYCLUSTERS,
+    find_cached,
     parse_time,
     random_suffix,
     rfc3339,
@@ -267,13 +268,7 @@ class RayServiceReconciler:
     def now(self) -> float:
         return self.config.clock()
 
-    @staticmethod
-    def _cached(informers: list[Informer], ns: str, name: str) -> Obj | None:
-        for inf in informers:
-            obj = inf.store.get_by_name(ns, name)
-            if obj is not None:
-                return obj
-        return None
+    _cached = staticmethod(find_cached)
 
     def _owned_clusters(self, ns: str, svc_name: str) -> list[Obj]:
         out = []

@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kuberay.runtime.client import KubeClient
+from kuberay.runtime.client import KubeClient, Resource
 
 
 class BatchScheduler(Protocol):
     name: str
+    # APIs that must be served for the plugin to work: checked once at startup, so a missing
+    # CRD is a clear refusal to start rather than a failure on every reconcile.
+    requires: tuple[Resource, ...]
 
     async def on_submission(self, client: KubeClient, cluster: dict[str, Any]) -> None:
         """Prepares scheduler objects before the cluster's pods are created."""

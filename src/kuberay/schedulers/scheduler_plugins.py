@@ -15,7 +15,7 @@ from typing import Any
 
 from kuberay.api import constants as c
 from kuberay.api import resources as res
-from kuberay.api.quantity import format_quantity
+from kuberay.api.quantity import formatted
 from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.errors import AlreadyExists
 from kuberay.schedulers import common as sc
@@ -49,9 +49,7 @@ def build_pod_group(cluster: dict[str, Any]) -> dict[str, Any]:
         },
         "spec": {
             "minMember": res.total_desired_workers(cluster) + 1,
-            "minResources": {
-                key: format_quantity(q) for key, q in res.desired_resources(cluster).items()
-            },
+            "minResources": formatted(res.desired_resources(cluster)),
         },
     }
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from kuberay.api import constants as c
 from kuberay.api import resources as res
-from kuberay.api.quantity import QuantityError, format_quantity, parse_quantity, pod_resources
+from kuberay.api.quantity import formatted, pod_resources, same_amount
 from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.errors import AlreadyExists, NotFound
 from kuberay.schedulers import common as sc
@@ -63,7 +63,7 @@ def _amounts(*parts: dict[str, Any]) -> dict[str, str]:
     for part in parts:
         for key, quantity in part.items():
             total[key] = total[key] + quantity if key in total else quantity
-    return {key: format_quantity(q) for key, q in total.items()}
+    return formatted(total)
 
 
 def build_pod_group(owner: dict[str, Any], members: int, amounts: dict[str, str]) -> dict[str, Any]:
@@ -86,16 +86,7 @@ def build_pod_group(owner: dict[str, Any], members: int, amounts: dict[str, str]
         "metadata": {
             "name": pod_group_name(owner),
             "namespace": meta.get("namespace"),
-            "ownerReferences": [
-                {
-                    "apiVersion": c.API_VERSION,
-                    "kind": owner.get("kind") or c.KIND_RAYCLUSTER,
-                    "name": meta.get("name"),
-                    "uid": meta.get("uid"),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [res.owner_reference(owner, owner.get("kind") or c.KIND_RAYCLUSTER)],
         },
         "spec": spec,
     }
@@ -118,12 +109,7 @@ def job_pod_group(job: dict[str, Any], submitter_template: dict[str, Any] | None
 
 
 def _same_amounts(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    if set(a) != set(b):
-        return False
-    try:
-        return all(parse_quantity(str(a[k])).value == parse_quantity(str(b[k])).value for k in a)
-    except QuantityError:
-        return False
+    return set(a) == set(b) and all(same_amount(a[k], b[k]) for k in a)
 
 
 def needs_resize(want: dict[str, Any], have: dict[str, Any]) -> bool:
@@ -157,7 +143,7 @@ async def sync_pod_group(client: KubeClient, want: dict[str, Any], *, create: bo
 
 class VolcanoScheduler:
     name = NAME
-    requires = (PODGROUPS,)  # checked at startup: without it every reconcile would fail
+    requires: tuple[Resource, ...] = (PODGROUPS,)
 
     async def on_submission(self, client: KubeClient, cluster: dict[str, Any]) -> None:
         if _from_rayjob(cluster):
@@ -185,13 +171,7 @@ class VolcanoScheduler:
         submitter_template: dict[str, Any],
     ) -> None:
         if child.get("kind") == "Job":
-            template = child.setdefault("spec", {}).setdefault("template", {})
-            _mark(
-                job,
-                template.setdefault("metadata", {}),
-                template.setdefault("spec", {}),
-                group_name,
-            )
+            _mark(job, *sc.job_pod_template(child), group_name)
             return
         meta = child.setdefault("metadata", {})
         annotations = meta.setdefault("annotations", {})

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from kuberay.api import constants as c
-from kuberay.api.quantity import format_quantity, pod_resources
+from kuberay.api.quantity import formatted, pod_resources
 from kuberay.schedulers import SUBMITTER_GROUP
 from kuberay.schedulers import common as sc
 
@@ -32,7 +32,7 @@ def _task_group(name: str, members: int, template: dict[str, Any]) -> dict[str, 
     group: dict[str, Any] = {
         "name": name,
         "minMember": members,
-        "minResource": {k: format_quantity(q) for k, q in pod_resources(template).items()},
+        "minResource": formatted(pod_resources(template)),
     }
     for key in ("nodeSelector", "tolerations", "affinity"):
         if spec.get(key):
@@ -93,9 +93,8 @@ class YuniKornScheduler(sc.NoJobLevelObjects):
     ) -> None:
         labels = sc.labels_of(job)
         if child.get("kind") == "Job":
-            template = child.setdefault("spec", {}).setdefault("template", {})
-            target = template.setdefault("metadata", {})
-            template.setdefault("spec", {})["schedulerName"] = NAME
+            target, pod_spec = sc.job_pod_template(child)
+            pod_spec["schedulerName"] = NAME
         else:
             target = child.setdefault("metadata", {})
         target_labels = target.setdefault("labels", {})
