@@ -249,5 +249,11 @@ async def test_operator_runs_under_the_generated_rbac(
             await kube.delete(res, name)
     log = op.log_path.read_text(errors="replace")
     assert code == 0, op.tail()
-    forbidden = [line for line in log.splitlines() if "forbidden" in line.lower()]
+    # A namespace another test is deleting refuses new events with a 403 too; that is the
+    # namespace lifecycle, not a missing permission.
+    forbidden = [
+        line
+        for line in log.splitlines()
+        if "forbidden" in line.lower() and "because it is being terminated" not in line
+    ]
     assert forbidden == [], "\n".join(forbidden[:20])

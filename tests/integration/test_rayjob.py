@@ -649,7 +649,8 @@ async def test_delete_rayjob_cr_after_job_finishes_env(
             "sleep 0.5",
             submissionMode="HTTPMode",
             shutdownAfterJobFinishes=True,
-            ttlSecondsAfterFinished=1,
+            # Long enough that a poll on a loaded machine still sees Complete before deletion.
+            ttlSecondsAfterFinished=4,
         )
         await kube.create(RAYJOBS, job, namespace)
         obj = await wait_state(kube, namespace, "bye", "Complete")
