@@ -17,7 +17,7 @@ if [ -z "$PY" ]; then
   exit 2
 fi
 if ! command -v go >/dev/null 2>&1 && [ -z "${KUBERAY_CONTROLPLANE_BINDIR:-}" ]; then
-  echo "error: Go 1.24+ is needed to build the local control plane (https://go.dev/dl), or set" >&2
+  echo "error: Go 1.26+ is needed to build the local control plane (https://go.dev/dl), or set" >&2
   echo "       KUBERAY_CONTROLPLANE_BINDIR to a directory with kube-apiserver, kube-controller-manager," >&2
   echo "       kube-scheduler, kubectl, etcd and kwok." >&2
   exit 2

@@ -1,4 +1,4 @@
-"""The generated CRDs on the real apiserver (pinned Kubernetes v1.34.4).
+"""The generated CRDs on the real apiserver (pinned Kubernetes v1.36.3).
 
 Checks what only the apiserver can: the schemas are structural and install with server-side
 apply, unknown fields are pruned, CRD defaults are applied, the CEL rules reject what upstream's

@@ -13,7 +13,7 @@ import pytest
 from operator_fixture import OperatorProcess, install_crds
 
 from kuberay.devenv.plane import Plane
-from kuberay.devenv.testing import has_condition, wait_for, wait_gone, wait_until
+from kuberay.devenv.testing import condition, has_condition, wait_for, wait_gone, wait_until
 from kuberay.runtime.client import JSON_PATCH, PODS, SERVICES, KubeClient, Resource
 from kuberay.runtime.errors import NotFound
 
@@ -221,7 +221,12 @@ async def test_suspend_and_resume(
     kube: KubeClient, namespace: str, ray_operator: OperatorProcess
 ) -> None:
     await kube.create(RAYCLUSTERS, raycluster("sus"), namespace)
-    await wait_ready(kube, namespace, "sus")
+    ready = await wait_ready(kube, namespace, "sus")
+    # As upstream: both suspend conditions exist, False, from the first status on.
+    for ctype in ("RayClusterSuspended", "RayClusterSuspending"):
+        cond = condition(ready, ctype)
+        assert cond is not None, ctype
+        assert (cond["status"], cond["reason"], cond["message"]) == ("False", ctype, "")
     await kube.patch(RAYCLUSTERS, "sus", {"spec": {"suspend": True}}, namespace)
     obj = await wait_for(
         kube,
@@ -232,7 +237,7 @@ async def test_suspend_and_resume(
         what="Suspended",
     )
     assert obj["status"]["state"] == "suspended"
-    assert not has_condition(obj, "RayClusterSuspending")
+    assert has_condition(obj, "RayClusterSuspending", "False")
     assert await pods_of(kube, namespace, "sus") == []
     from kuberay.runtime.events import EVENTS_V1
 
@@ -378,6 +383,103 @@ async def test_multi_host_groups_are_whole_replicas(
         return len(pods) == 4 and replica not in names
 
     await wait_until(replaced, timeout=30, what="the broken replica to be replaced whole")
+
+
+def _tiny_multihost(name: str, replicas: int, hosts: int) -> dict[str, Any]:
+    rc = raycluster(name, replicas=replicas)
+    group = rc["spec"]["workerGroupSpecs"][0]
+    group["numOfHosts"] = hosts
+    small = {"cpu": "10m", "memory": "16Mi"}
+    group["template"]["spec"]["containers"][0]["resources"] = {"limits": small, "requests": small}
+    return rc
+
+
+def _replicas(pods: list[dict[str, Any]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for p in pods:
+        labels = p["metadata"]["labels"]
+        out.setdefault(labels["ray.io/worker-group-replica-name"], set()).add(p["metadata"]["uid"])
+    return out
+
+
+async def test_multi_host_replica_larger_than_the_create_budget(
+    kube: KubeClient, namespace: str, ray_operator: OperatorProcess
+) -> None:
+    """A 64-host replica (a TPU v6e-256 slice) exceeds the 50-pod create budget of one pass; it
+    is still created whole, and the cluster becomes ready."""
+    await kube.create(RAYCLUSTERS, _tiny_multihost("slice", 1, 64), namespace)
+    obj = await wait_ready(kube, namespace, "slice", timeout=120)
+    assert obj["status"]["desiredWorkerReplicas"] == 64
+    workers = await pods_of(kube, namespace, "slice", "ray.io/node-type=worker")
+    assert len(workers) == 64
+    hosts = sorted(int(p["metadata"]["labels"]["ray.io/replica-host-index"]) for p in workers)
+    assert hosts == list(range(64))
+    assert len(_replicas(workers)) == 1
+
+
+async def test_multi_host_lost_host_recreates_the_whole_replica_after_deleting_it(
+    kube: KubeClient, namespace: str, ray_operator: OperatorProcess
+) -> None:
+    """As upstream's TestRayClusterMultiHostMultiSlice: 2x4, 1x4, 3x4, then one host deleted.
+    The group goes 12 -> 8 -> 12 (the broken replica is deleted first, then made anew), and
+    no observed state has a replica mixing old and new pods."""
+    await kube.create(RAYCLUSTERS, _tiny_multihost("mhs", 2, 4), namespace)
+    await wait_ready(kube, namespace, "mhs")
+    await wait_workers(kube, namespace, "mhs", 8)
+    for replicas, count in ((1, 4), (3, 12)):
+        patch = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": replicas}]
+        await kube.patch(RAYCLUSTERS, "mhs", patch, namespace, content_type=JSON_PATCH)
+        await wait_workers(kube, namespace, "mhs", count)
+    listed = await kube.list(PODS, namespace, label_selector="ray.io/cluster=mhs")
+    before = [p for p in listed["items"] if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+    assert sorted(len(v) for v in _replicas(before).values()) == [4, 4, 4]
+    victim = before[0]
+    old_replica = victim["metadata"]["labels"]["ray.io/worker-group-replica-name"]
+    old_uids = _replicas(before)[old_replica]
+    live = {p["metadata"]["uid"]: p for p in before}
+    counts: list[int] = []
+
+    async def observe() -> None:
+        # Every state the apiserver goes through, from the listed version on (a watch, so
+        # that no short-lived state is missed between polls).
+        async for event in kube.watch(
+            PODS,
+            namespace,
+            resource_version=listed["metadata"]["resourceVersion"],
+            label_selector="ray.io/cluster=mhs,ray.io/node-type=worker",
+            timeout_seconds=60,
+        ):
+            if event.type not in ("ADDED", "MODIFIED", "DELETED"):
+                continue
+            pod = event.object
+            uid = pod["metadata"]["uid"]
+            if event.type == "DELETED" or pod["metadata"].get("deletionTimestamp"):
+                live.pop(uid, None)
+            else:
+                live[uid] = pod
+            counts.append(len(live))
+            groups = _replicas(list(live.values()))
+            for uids in groups.values():
+                # never a replica with some old and some new pods
+                assert uids <= old_uids or not (uids & old_uids), groups
+            if len(live) == 12 and old_replica not in groups:
+                return
+
+    watcher = asyncio.create_task(observe())
+    await kube.delete(PODS, victim["metadata"]["name"], namespace)
+    await asyncio.wait_for(watcher, timeout=60)
+    # 12 -> 11 (the lost host) -> 8 (the rest of its replica) -> 12 (a new replica)
+    assert min(counts) == 8, f"the rest of the replica was not deleted first: {counts}"
+    assert counts[-1] == 12
+    after = await pods_of(kube, namespace, "mhs", "ray.io/node-type=worker")
+    indices: dict[str, set[str]] = {}
+    for p in after:
+        lab = p["metadata"]["labels"]
+        indices.setdefault(lab["ray.io/worker-group-replica-index"], set()).add(
+            lab["ray.io/replica-host-index"]
+        )
+    assert indices == {str(i): {"0", "1", "2", "3"} for i in range(3)}
+    assert not {p["metadata"]["uid"] for p in after} & old_uids
 
 
 async def test_ingress_serve_service_and_auth_secret(

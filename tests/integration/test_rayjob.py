@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -377,6 +378,16 @@ async def test_k8s_job_mode_runs_to_complete_and_shuts_down(
     assert status["failed"] == 0
     assert status["dashboardURL"] == f"{cluster_name}-head-svc.{namespace}.svc.cluster.local:8265"
     assert status["endTime"]
+    job_svc = await kube.get(SERVICES, "k8s-head-svc", namespace)
+    # Upstream's labels exactly (none of the cluster's), the cluster's head pod as selector.
+    assert job_svc["metadata"]["labels"] == {
+        "ray.io/originated-from-cr-name": "k8s",
+        "ray.io/originated-from-crd": "RayJob",
+        "ray.io/node-type": "head",
+        "ray.io/identifier": "k8s-head",
+    }
+    assert job_svc["spec"]["selector"]["ray.io/cluster"] == cluster_name
+    assert job_svc["metadata"]["ownerReferences"][0]["kind"] == "RayJob"
     assert status["rayJobInfo"]["startTime"]
     assert status["observedGeneration"] == obj["metadata"]["generation"]
     submitter = await kube.get(JOBS, "k8s", namespace)
@@ -434,6 +445,14 @@ async def test_sidecar_mode(kube: KubeClient, namespace: str, operator: Operator
     head = heads[0]
     assert head["spec"]["restartPolicy"] == "Never"
     assert [c["name"] for c in head["spec"]["containers"]][-1] == "ray-job-submitter"
+    submitter = head["spec"]["containers"][-1]
+    # As v1.7.0: the address env is the (then unknown) dashboardURL, the wait loop names the
+    # loopback address it submits to, and the plain submit ends with " ;".
+    env = {e["name"]: e.get("value") for e in submitter["env"]}
+    assert env["RAY_DASHBOARD_ADDRESS"] is None
+    assert env["RAY_JOB_SUBMISSION_ID"] == obj["status"]["jobId"]
+    assert "healthy at http://127.0.0.1:8265 ..." in submitter["args"][0]
+    assert submitter["args"][0].endswith(" ;")
     assert not await exists(kube, JOBS, "side", namespace)
     await asyncio.sleep(1.5)  # the job finishes, but the sidecar has not exited yet
     assert deployment(await kube.get(RAYJOBS, "side", namespace)) == "Running"
@@ -470,8 +489,9 @@ async def test_interactive_mode_waits_for_job_id(
 
 
 async def test_cluster_selector_uses_existing_cluster(
-    kube: KubeClient, namespace: str, operator: Operator
+    kube: KubeClient, namespace: str, operator: Operator, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.ERROR, logger="kuberay.runtime.controller")
     await kube.create(
         RAYCLUSTERS,
         {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "shared"},
@@ -497,6 +517,23 @@ async def test_cluster_selector_uses_existing_cluster(
 
     await wait_until(not_found_event, timeout=20, what="RayClusterNotFound event")
     assert deployment(await kube.get(RAYJOBS, "lost", namespace)) == "Initializing"
+
+    def failures() -> list[logging.LogRecord]:
+        return [
+            r
+            for r in caplog.records
+            if r.name == "kuberay.runtime.controller" and f"{namespace}/lost" in r.getMessage()
+        ]
+
+    async def logged() -> bool:
+        return bool(failures())
+
+    await wait_until(logged, timeout=20, what="the failed reconcile logged")
+    # An expected API error is one line with the server's words, never a traceback.
+    for record in failures():
+        assert record.exc_info is None, record.getMessage()
+        assert "\n" not in record.getMessage()
+        assert "not found" in record.getMessage()
 
 
 # --------------------------------------------------------------------------- lifecycle

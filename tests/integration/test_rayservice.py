@@ -286,6 +286,14 @@ async def test_initial_deploy_reaches_ready(
     assert meta["ownerReferences"][0]["controller"] is True
     # Services point at the active cluster; the serve Service selects serving pods only.
     assert await selector_of(kube, namespace, "svc-head-svc") == active
+    head_svc = await kube.get(SERVICES, "svc-head-svc", namespace)
+    # Upstream's labels exactly: a ray.io/cluster selector matches only the cluster's Service.
+    assert head_svc["metadata"]["labels"] == {
+        "ray.io/originated-from-cr-name": "svc",
+        "ray.io/originated-from-crd": "RayService",
+        "ray.io/node-type": "head",
+        "ray.io/identifier": "svc-head",
+    }
     serve = await kube.get(SERVICES, "svc-serve-svc", namespace)
     assert serve["spec"]["selector"] == {"ray.io/cluster": active, "ray.io/serve": "true"}
     # The Serve config went to the dashboard once, as JSON.
@@ -458,6 +466,35 @@ async def test_delete_removes_clusters_then_finalizer(
     with contextlib.suppress(NotFound):
         cluster = await kube.get(RAYCLUSTERS, active, namespace)
         assert cluster["metadata"].get("deletionTimestamp")
+
+
+async def test_initializing_keeps_both_conditions_initializing(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    """Upstream keeps Ready and UpgradeInProgress False/Initializing until a cluster serves,
+    also once a pending cluster exists (here one whose head can never be scheduled)."""
+    spec = cluster_spec()
+    spec["headGroupSpec"]["template"]["spec"]["nodeSelector"] = {"example.com/none": "x"}
+    await kube.create(RAYSERVICES, rayservice("init", rayClusterConfig=spec), namespace)
+    obj = await wait_service(
+        kube, namespace, "init", lambda o: bool(pending_name(o)), "a pending cluster"
+    )
+    assert_initializing(obj)
+    await wait_for(kube, RAYCLUSTERS, pending_name(obj), namespace, lambda _: True)
+    obj = await kube.get(RAYSERVICES, "init", namespace)
+    assert_initializing(obj)
+    assert not active_name(obj)
+
+
+def assert_initializing(obj: dict[str, Any]) -> None:
+    for ctype in ("Ready", "UpgradeInProgress"):
+        cond = condition(obj, ctype)
+        assert cond is not None, ctype
+        assert (cond["status"], cond["reason"], cond["message"]) == (
+            "False",
+            "Initializing",
+            "RayService is initializing",
+        ), ctype
 
 
 async def test_initializing_timeout_is_terminal(
@@ -709,6 +746,31 @@ async def start_incremental_upgrade(
         timeout=90,
     )
     return old, pending_name(obj), original
+
+
+async def test_incremental_gateway_exists_before_any_cluster_serves(
+    kube: KubeClient, namespace: str, operator: Operator, gateway_api: None
+) -> None:
+    """upstream: the Gateway is made on the first reconcile; the HTTPRoute waits for an active
+    cluster (here the cluster's head can never be scheduled, so none becomes active)."""
+    body = incremental_service("early")
+    body["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] = {
+        "example.com/none": "x"
+    }
+    await kube.create(RAYSERVICES, body, namespace)
+
+    async def gateway_made() -> bool:
+        try:
+            await kube.get(GATEWAYS, "early-gateway", namespace)
+        except NotFound:
+            return False
+        return True
+
+    await wait_until(gateway_made, timeout=30, what="the Gateway")
+    obj = await kube.get(RAYSERVICES, "early", namespace)
+    assert not active_name(obj)
+    with pytest.raises(NotFound):
+        await kube.get(HTTPROUTES, "early-httproute", namespace)
 
 
 async def test_incremental_upgrade_steps_traffic_and_capacity_then_promotes(

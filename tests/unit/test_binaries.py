@@ -59,7 +59,7 @@ def test_missing_go_is_a_clear_error(isolated: Path, monkeypatch: pytest.MonkeyP
         binaries.ensure(["kwok"], log=lambda _: None)
     message = str(info.value)
     assert "`go` is not on PATH" in message
-    assert "Go 1.24 or newer" in message
+    assert "Go 1.26 or newer" in message
     assert binaries.BINDIR_ENV in message
 
 
@@ -68,7 +68,7 @@ def test_old_go_is_a_clear_error(isolated: Path, monkeypatch: pytest.MonkeyPatch
     fake = _exe(fake_bin / "go")
     fake.write_text("#!/bin/sh\necho go1.19.3\n")
     monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}/usr/bin:/bin")
-    with pytest.raises(binaries.BuildError, match=r"Go 1\.19; the build needs Go 1\.24"):
+    with pytest.raises(binaries.BuildError, match=r"Go 1\.19; the build needs Go 1\.26"):
         binaries.ensure(["kwok"], log=lambda _: None)
 
 
@@ -89,3 +89,43 @@ def test_wrapper_modules_pin_the_documented_versions() -> None:
         in (root / "etcd" / "go.mod").read_text()
     )
     assert f"sigs.k8s.io/kwok {binaries.KWOK_VERSION}" in (root / "kwok" / "go.mod").read_text()
+
+
+def test_go_operator_is_an_on_demand_component_pinned_to_its_version() -> None:
+    comp = next(c for c in binaries.COMPONENTS if binaries.GO_OPERATOR_BINARY in c.packages)
+    assert binaries.GO_OPERATOR_VERSION == "v1.6.1"
+    assert comp.version == binaries.GO_OPERATOR_VERSION
+    assert (
+        comp.packages[binaries.GO_OPERATOR_BINARY] == "github.com/ray-project/kuberay/ray-operator"
+    )
+    assert comp.on_demand
+    # the plane (and `kuberay dev build`) never needs it
+    assert binaries.GO_OPERATOR_BINARY not in binaries.ALL_BINARIES
+    assert binaries.GO_OPERATOR_BINARY in binaries.KNOWN_BINARIES
+    assert all(not c.on_demand for c in binaries.COMPONENTS if c is not comp)
+    go_mod = (binaries.source_root() / comp.module_dir / "go.mod").read_text()
+    assert f"github.com/ray-project/kuberay/ray-operator {binaries.GO_OPERATOR_VERSION}" in go_mod
+
+
+def test_go_operator_is_found_on_demand_without_building(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bindir = isolated / "mine"
+    _exe(bindir / binaries.GO_OPERATOR_BINARY)
+    monkeypatch.setenv(binaries.BINDIR_ENV, str(bindir))
+    monkeypatch.setenv("PATH", "/nonexistent")  # a build would fail without go
+    assert binaries.go_operator_binary(log=lambda _: None) == bindir / "ray-operator"
+    cached = _exe(isolated / "cache" / "controlplane" / "kuberay-operator-v1.6.1" / "ray-operator")
+    monkeypatch.delenv(binaries.BINDIR_ENV)
+    assert binaries.go_operator_binary(log=lambda _: None) == cached
+
+
+def test_missing_go_for_the_go_operator_names_only_its_binary(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(isolated / "empty"))
+    with pytest.raises(binaries.BuildError) as info:
+        binaries.go_operator_binary(log=lambda _: None)
+    message = str(info.value)
+    assert "holds ray-operator." in message
+    assert "kube-apiserver" not in message

@@ -1,7 +1,7 @@
 """Kubernetes core-type schemas for the CRDs, taken from the pinned apiserver's OpenAPI v3.
 
 Our CRDs embed core objects (pod templates, Services, env vars, ...) whose schemas must be the
-ones the pinned Kubernetes (v1.34.4) serves, otherwise the apiserver prunes or rejects fields a
+ones the pinned Kubernetes (v1.36.3) serves, otherwise the apiserver prunes or rejects fields a
 user legitimately sets. Generating them by hand would drift, so a trimmed copy of the served
 OpenAPI v3 document (only the definitions reachable from the roots we embed, descriptions
 removed) is committed as package data; CRD generation then works without a running plane, and
@@ -29,7 +29,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-KUBERNETES_VERSION = "v1.34.4"
+KUBERNETES_VERSION = "v1.36.3"
 SNAPSHOT_NAME = f"k8s-openapi-{KUBERNETES_VERSION}.json"
 
 # The OpenAPI v3 group documents the roots live in, as served under /openapi/v3/<path>.
@@ -85,6 +85,25 @@ _FIELD_OVERRIDES: dict[tuple[str, str], dict[str, Any]] = {
 _REQUIRED_OVERRIDES: dict[str, list[str]] = {
     "io.k8s.api.core.v1.PortStatus": ["error", "port", "protocol"],
 }
+# Go markers that controller-gen reads but the served OpenAPI does not carry: since Kubernetes
+# 1.35 these reference structs are ``+structType=atomic`` (a patch replaces them whole) ...
+_ATOMIC_STRUCTS = frozenset(
+    {
+        "io.k8s.api.core.v1.ConfigMapEnvSource",
+        "io.k8s.api.core.v1.SecretEnvSource",
+        "io.k8s.api.core.v1.ConfigMapVolumeSource",
+        "io.k8s.api.core.v1.ConfigMapProjection",
+        "io.k8s.api.core.v1.SecretProjection",
+    }
+)
+# ... and these defaults are ``+default=ref(...)`` markers, which the apiserver resolves and
+# publishes but controller-gen does not emit.
+_DEFAULTS_NOT_EMITTED = frozenset(
+    {
+        ("io.k8s.api.core.v1.AzureDiskVolumeSource", "cachingMode"),
+        ("io.k8s.api.core.v1.AzureDiskVolumeSource", "kind"),
+    }
+)
 CONDITION = "io.k8s.apimachinery.pkg.apis.meta.v1.Condition"
 
 
@@ -186,6 +205,8 @@ def _convert_property(
     out = _convert(node, defs)
     if (owner, field) in _EXPLICIT_ZERO_DEFAULT_FIELDS and "default" in node:
         out["default"] = node["default"]
+    if (owner, field) in _DEFAULTS_NOT_EMITTED:
+        out.pop("default", None)
     for key, value in _FIELD_OVERRIDES.get((owner, field), {}).items():
         out[key] = value
     return out
@@ -221,6 +242,8 @@ def _convert_ref(name: str, defs: Mapping[str, Any]) -> dict[str, Any]:
         }
     if name in _REQUIRED_OVERRIDES:
         out["required"] = _REQUIRED_OVERRIDES[name]
+    if name in _ATOMIC_STRUCTS:
+        out["x-kubernetes-map-type"] = "atomic"
     return out
 
 

@@ -33,7 +33,7 @@ from kuberay.builders.common import (
     spec_of,
 )
 from kuberay.builders.options import BuildOptions
-from kuberay.builders.service import build_head_service
+from kuberay.builders.service import build_head_service_for_cr
 
 SUBMITTER_DEFAULT_BACKOFF_LIMIT = 2
 SUBMITTER_SHELL = ["/bin/bash", "-ce", "--"]
@@ -203,15 +203,17 @@ def submitter_command(
     """
     address = with_scheme(address)
     entrypoint = str(job_spec(job).get("entrypoint") or "").strip()
-    cmd = _wait_for_gcs(health_base or address, health_base or address)
+    # The probe may use another host name (SidecarMode: localhost), the message shows the
+    # address the job is submitted to (upstream: BuildJobSubmitCommand).
+    cmd = _wait_for_gcs(health_base or address, address)
     submit = ["ray", "job", "submit", "--address", address]
     if idempotent:
         cmd += ["if", "!", "ray", "job", "status", "--address", address, job_id]
         cmd += [">/dev/null", "2>&1", ";", "then"]
         submit.append("--no-wait")
-    cmd += submit + _submit_options(job, job_id) + ["--", entrypoint]
+    cmd += submit + _submit_options(job, job_id) + ["--", entrypoint, ";"]
     if idempotent:
-        cmd += [";", "fi", ";", "ray", "job", "logs", "--address", address, "--follow", job_id]
+        cmd += ["fi", ";", "ray", "job", "logs", "--address", address, "--follow", job_id]
     return cmd
 
 
@@ -262,7 +264,12 @@ def _prepare_submitter_container(
         env = []
         container["env"] = env
     env.append({"name": c.ENV_PYTHONUNBUFFERED, "value": "1"})
-    env.append({"name": c.ENV_RAY_DASHBOARD_ADDRESS, "value": dashboard_address})
+    # status.dashboardURL as it is when the container is built: a SidecarMode cluster is
+    # built before the URL is known, so there it is empty (an env var without a value).
+    address_env: JsonDict = {"name": c.ENV_RAY_DASHBOARD_ADDRESS}
+    if dashboard_address:
+        address_env["value"] = dashboard_address
+    env.append(address_env)
     env.append({"name": c.ENV_RAY_JOB_SUBMISSION_ID, "value": job_id})
     _auth_env(cluster_spec, cluster_name, env)
 
@@ -327,6 +334,10 @@ def build_sidecar_container(
 ) -> JsonDict:
     """The SidecarMode submitter, talking to the dashboard on the head pod's loopback.
 
+    upstream: getSubmitterContainer. ``RAY_DASHBOARD_ADDRESS`` is the RayJob's
+    ``status.dashboardURL``, which upstream reads before it is known (the cluster, and so this
+    container, is built first), hence empty; the command itself uses the loopback address.
+
     ``restart`` (gate SidecarSubmitterRestart) uses the idempotent command and lets the kubelet
     restart the container on failure.
     """
@@ -343,7 +354,7 @@ def build_sidecar_container(
     _prepare_submitter_container(
         container,
         command,
-        dashboard_address=address,
+        dashboard_address=str(job_status(job).get("dashboardURL") or ""),
         job_id=job_id,
         cluster_spec=cluster_spec,
         cluster_name=cluster_name,
@@ -432,16 +443,9 @@ def job_head_service_name(job_name: str) -> str:
 
 
 def build_job_head_service(job: JsonDict, cluster: JsonDict, options: BuildOptions) -> JsonDict:
-    """``<rayjob>-head-svc``: a stable name for the head of whichever cluster the job runs on.
-
-    It is the cluster's head Service under the RayJob's name and ownership, so after a retry
-    (new cluster) only its selector has to be re-pointed.
-    """
+    """``<rayjob>-head-svc``: a stable name for the head of whichever cluster the job runs on,
+    owned by the RayJob, so after a retry (new cluster) only its selector has to be re-pointed."""
     job_name = str(as_dict(job.get("metadata")).get("name") or "")
-    service = build_head_service(cluster, options)
-    meta = as_dict(service.get("metadata"))
-    meta["name"] = job_head_service_name(job_name)
-    meta["labels"] = {**as_dict(meta.get("labels")), **originated_labels(job_name)}
-    meta["ownerReferences"] = [job_owner_reference(job)]
-    service["metadata"] = meta
-    return service
+    return build_head_service_for_cr(
+        cluster, options, job_name, c.KIND_RAYJOB, job_owner_reference(job)
+    )

@@ -27,7 +27,7 @@ from kuberay.builders.common import JsonDict, as_dict, as_list, spec_of
 from kuberay.builders.errors import BuildError
 from kuberay.builders.hashing import json_hash, spec_hash
 from kuberay.builders.options import BuildOptions
-from kuberay.builders.service import build_head_service, build_serve_service
+from kuberay.builders.service import build_head_service_for_cr, build_serve_service
 
 DEFAULT_DELETION_DELAY_SECONDS = 60
 
@@ -200,14 +200,9 @@ def serve_config_hash(svc: JsonDict) -> str:
 
 def build_head_service_for(svc: JsonDict, cluster: JsonDict, options: BuildOptions) -> JsonDict:
     """``<rayservice>-head-svc``: the target cluster's head Service under the RayService."""
-    name = service_name(svc)
-    service = build_head_service(cluster, options)
-    meta = as_dict(service.get("metadata"))
-    meta["name"] = head_service_name(name)
-    meta["labels"] = {**as_dict(meta.get("labels")), **originated_labels(name)}
-    meta["ownerReferences"] = [owner_reference(svc)]
-    service["metadata"] = meta
-    return service
+    return build_head_service_for_cr(
+        cluster, options, service_name(svc), c.KIND_RAYSERVICE, owner_reference(svc)
+    )
 
 
 def build_serve_service_for(svc: JsonDict, cluster: JsonDict, options: BuildOptions) -> JsonDict:

@@ -119,6 +119,35 @@ def build_head_service(cluster: JsonDict, options: BuildOptions) -> JsonDict:
     return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec_out}
 
 
+def build_head_service_for_cr(
+    cluster: JsonDict, options: BuildOptions, cr_name: str, crd: str, owner: JsonDict
+) -> JsonDict:
+    """``<cr>-head-svc``: the head Service of ``cluster`` under a RayJob's or RayService's name.
+
+    upstream: BuildHeadServiceForRayJob / BuildHeadServiceForRayService. The selector still picks
+    the cluster's head pod, but the labels are the custom resource's alone (it is not one of the
+    cluster's Services, so a ``ray.io/cluster`` selector must not match it), and the cluster's
+    ``headServiceAnnotations`` stay on the cluster's own Service.
+    """
+    bare = copy.deepcopy(cluster)
+    as_dict(bare.get("spec")).pop("headServiceAnnotations", None)
+    service = build_head_service(bare, options)
+    meta = as_dict(service.get("metadata"))
+    meta["name"] = f"{cr_name}-head-svc"
+    meta["namespace"] = cluster_namespace(cluster)
+    meta["labels"] = {
+        c.LABEL_ORIGINATED_FROM_CR_NAME: cr_name,
+        c.LABEL_ORIGINATED_FROM_CRD: crd,
+        c.LABEL_NODE_TYPE: c.NODE_TYPE_HEAD,
+        c.LABEL_IDENTIFIER: names.identifier(cr_name, c.NODE_TYPE_HEAD),
+    }
+    meta["ownerReferences"] = [owner]
+    if not meta.get("annotations"):
+        meta.pop("annotations", None)
+    service["metadata"] = meta
+    return service
+
+
 def build_headless_service(cluster: JsonDict, options: BuildOptions) -> JsonDict:
     """Peer DNS for multi-host worker groups; ready or not, every worker is published."""
     name = cluster_name(cluster)

@@ -10,6 +10,8 @@ Invariants and failure modes:
   suffix injected into the pure builder) so that the expectation names the pod.
 - Bounded work per pass: at most ``max_creates_per_pass`` pods are created per reconcile, then
   the key goes to the back of the queue, so one huge scale-up cannot starve small clusters.
+  A multi-host replica is never split: a pass with budget left creates at least one whole
+  replica, and a pass that created nothing never asks to run again at once (no hot loop).
 - A group is held (no creates, requeue shortly) while ``max_unbound_per_group`` of its pods
   still wait for the default scheduler: the scheduler's queue is FIFO, so pods created faster
   than it binds only delay every other cluster's pods. Pods found unschedulable do not count
@@ -703,6 +705,11 @@ class RayClusterReconciler:
             created, left = await self._reconcile_group(cluster, group, group_pods, budget)
             budget -= created
             more = max(more, left)
+        if more == MORE_NOW and budget == self.config.max_creates_per_pass:
+            # An immediate requeue is only for a pass that created pods and stopped at its
+            # budget; one that made no progress must not spin (it waits for an event or the
+            # hold interval instead).
+            more = MORE_LATER
         return more
 
     async def _restamp_head(self, head: Obj, want_hash: str) -> None:
@@ -856,7 +863,10 @@ class RayClusterReconciler:
         if diff > 0:
             used = {p["metadata"]["labels"].get(c.LABEL_WORKER_GROUP_REPLICA_INDEX) for p in pods}
             free = (i for i in range(desired + len(replicas) + 1) if str(i) not in used)
-            count = min(diff, max(0, budget // hosts))
+            # The budget is counted in pods, but a replica is only useful whole: a pass that
+            # still has budget creates at least one whole replica, however many hosts it has
+            # (a 64-host TPU slice must not wait forever on a budget of 50).
+            count = min(diff, max(budget // hosts, 1 if budget > 0 else 0))
             builds = []
             for _ in range(count):
                 index = next(free)
@@ -1032,7 +1042,6 @@ class RayClusterReconciler:
             conditions_enabled=self.config.gates.enabled("RayClusterStatusConditions"),
             now=now,
         )
-        self._suspend_conditions(cluster, new, pods, now)
         old = cluster.get("status")
         if not st.status_changed(old, new):
             return False
@@ -1049,71 +1058,6 @@ class RayClusterReconciler:
             if inf.apply_own_write(written, meta["resourceVersion"]):
                 break
         return True
-
-    def _suspend_conditions(self, cluster: Obj, status: Obj, pods: list[Obj], now: str) -> None:
-        """The suspend state machine: Suspending (pods being deleted) then Suspended."""
-        if not self.config.gates.enabled("RayClusterStatusConditions"):
-            return
-        conditions: list[Obj] = status.setdefault("conditions", [])
-        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-        suspending = st.find_condition(conditions, c.COND_RAYCLUSTER_SUSPENDING)
-        suspended = st.find_condition(conditions, c.COND_RAYCLUSTER_SUSPENDED)
-        is_suspending = bool(suspending and suspending.get("status") == "True")
-        is_suspended = bool(suspended and suspended.get("status") == "True")
-        want = bool(cluster["spec"].get("suspend"))
-        gen = cluster["metadata"].get("generation")
-        if want and not is_suspending and not is_suspended:
-            st.set_condition(
-                conditions,
-                c.COND_RAYCLUSTER_SUSPENDING,
-                "True",
-                c.COND_RAYCLUSTER_SUSPENDING,
-                "",
-                gen,
-                now,
-            )
-        elif is_suspending and not live:
-            st.set_condition(
-                conditions,
-                c.COND_RAYCLUSTER_SUSPENDING,
-                "False",
-                c.COND_RAYCLUSTER_SUSPENDING,
-                "",
-                gen,
-                now,
-            )
-            st.set_condition(
-                conditions,
-                c.COND_RAYCLUSTER_SUSPENDED,
-                "True",
-                c.COND_RAYCLUSTER_SUSPENDED,
-                "",
-                gen,
-                now,
-            )
-            st.set_condition(
-                conditions,
-                c.COND_RAYCLUSTER_PROVISIONED,
-                "False",
-                c.REASON_RAYCLUSTER_PODS_PROVISIONING,
-                st.MSG_SUSPENDED,
-                gen,
-                now,
-            )
-            status["state"] = "suspended"
-            times = dict(status.get("stateTransitionTimes") or {})
-            times["suspended"] = now
-            status["stateTransitionTimes"] = times
-        elif not want and is_suspended:
-            st.set_condition(
-                conditions,
-                c.COND_RAYCLUSTER_SUSPENDED,
-                "False",
-                c.COND_RAYCLUSTER_SUSPENDED,
-                "",
-                gen,
-                now,
-            )
 
 
 def register(

@@ -280,6 +280,7 @@ def calculate_status(
                     None,
                     now,
                 )
+        suspend_conditions(conditions, status, bool(spec.get("suspend")), bool(live), now)
         status["conditions"] = conditions
     if reconcile_error:
         status["reason"] = reconcile_error
@@ -287,6 +288,45 @@ def calculate_status(
         status.pop("reason", None)
     status["observedGeneration"] = generation
     return status
+
+
+def suspend_conditions(
+    conditions: list[Obj], status: Obj, want_suspend: bool, any_pods: bool, now: str
+) -> None:
+    """The suspend state machine in ``conditions`` (and ``status.state``).
+
+    upstream: the suspend block of ``calculateStatus`` (raycluster_controller.go). Both
+    conditions exist from the first status on, False while nothing is suspended (reason equal to
+    the type, empty message), so a watcher never has to treat "absent" as a state. Suspending
+    turns True when ``spec.suspend`` is set; once every pod is gone, Suspending goes False and
+    Suspended True (and Provisioned False, since pods must be provisioned again); clearing
+    ``spec.suspend`` turns Suspended False, and the pods come back on the next pass.
+    """
+    suspending = _is_true(find_condition(conditions, c.COND_RAYCLUSTER_SUSPENDING))
+    suspended = _is_true(find_condition(conditions, c.COND_RAYCLUSTER_SUSPENDED))
+    sus, sing = c.COND_RAYCLUSTER_SUSPENDED, c.COND_RAYCLUSTER_SUSPENDING
+    if not suspending and not suspended:
+        set_condition(conditions, sus, "False", sus, "", None, now)
+        set_condition(conditions, sing, "True" if want_suspend else "False", sing, "", None, now)
+    elif suspending and not any_pods:
+        set_condition(
+            conditions,
+            c.COND_RAYCLUSTER_PROVISIONED,
+            "False",
+            c.REASON_RAYCLUSTER_PODS_PROVISIONING,
+            MSG_SUSPENDED,
+            None,
+            now,
+        )
+        set_condition(conditions, sing, "False", sing, "", None, now)
+        set_condition(conditions, sus, "True", sus, "", None, now)
+        if status.get("state") != "suspended":
+            status["state"] = "suspended"
+            times = dict(status.get("stateTransitionTimes") or {})
+            times["suspended"] = now
+            status["stateTransitionTimes"] = times
+    elif suspended and not want_suspend:
+        set_condition(conditions, sus, "False", sus, "", None, now)
 
 
 def _is_true(cond: Obj | None) -> bool:

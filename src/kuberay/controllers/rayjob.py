@@ -70,6 +70,9 @@ from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
 from kuberay.schedulers import SUBMITTER_GROUP, BatchScheduler
 
 log = logging.getLogger("kuberay.controllers.rayjob")
+# The Services this controller makes all carry upstream's originated-from labels (and, like
+# upstream's, the head Service no other label of ours), so they are selected by those.
+SERVICE_SELECTOR = f"{c.LABEL_ORIGINATED_FROM_CRD}={c.KIND_RAYJOB}"
 
 RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
 
@@ -159,7 +162,7 @@ class RayJobReconciler:
         for ns in ns_list:
             rayjobs = mgr.informer(RAYJOBS, namespace=ns)
             clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
-            services = mgr.informer(SERVICES, namespace=ns, label_selector=OWNED_SELECTOR)
+            services = mgr.informer(SERVICES, namespace=ns, label_selector=SERVICE_SELECTOR)
             jobs = mgr.informer(JOBS, namespace=ns, label_selector=OWNED_SELECTOR)
             pods = mgr.informer(
                 PODS, namespace=ns, label_selector=POD_SELECTOR, transform=projector(POD_FIELDS)
@@ -649,8 +652,8 @@ class RayJobReconciler:
                 return await self.client.get(RAYCLUSTERS, name, ns)
             except NotFound:
                 msg = (
-                    f"we have chosen the cluster selector mode, failed to find the cluster "
-                    f"named {name}"
+                    f"RayCluster {ns}/{name} set in the clusterSelector is not found. "
+                    "It must be created manually"
                 )
                 self.recorder.event(job, WARNING, c.EVENT_RAYCLUSTER_NOT_FOUND, msg, "Reconcile")
                 raise

@@ -82,8 +82,8 @@ from kuberay.builders import rayjob as rjb
 from kuberay.builders import rayservice as rsb
 from kuberay.builders.errors import BuildError
 from kuberay.builders.options import BuildOptions
+from kuberay.controllers import rayservice_status as rss
 from kuberay.controllers.common import (
-    OWNED_SELECTOR,
     POD_SELECTOR,
     RAYCLUSTERS,
     find_cached,
@@ -109,6 +109,9 @@ from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import POD_FIELDS, FieldTree, Obj, Shared, index_by_label, projector
 
 log = logging.getLogger("kuberay.controllers.rayservice")
+# The Services this controller makes all carry upstream's originated-from labels (and, like
+# upstream's, the head Service no other label of ours), so they are selected by those.
+SERVICE_SELECTOR = f"{c.LABEL_ORIGINATED_FROM_CRD}={c.KIND_RAYSERVICE}"
 
 # EndpointSlices are watched for every Service in the watched namespaces, Ray's or not, so only
 # what counting ready serve endpoints needs is cached: which endpoints are ready, and whose.
@@ -244,7 +247,7 @@ class RayServiceReconciler:
         for ns in ns_list:
             rayservices = mgr.informer(RAYSERVICES, namespace=ns)
             clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
-            services = mgr.informer(SERVICES, namespace=ns, label_selector=OWNED_SELECTOR)
+            services = mgr.informer(SERVICES, namespace=ns, label_selector=SERVICE_SELECTOR)
             pods = mgr.informer(
                 PODS, namespace=ns, label_selector=POD_SELECTOR, transform=projector(POD_FIELDS)
             )
@@ -408,6 +411,15 @@ class RayServiceReconciler:
             if (active_serve if active is before else pending_serve).ready:
                 await self._reconcile_services(svc, active)
         else:
+            if incremental:
+                # upstream: the Gateway exists from the first reconcile on (the HTTPRoute only
+                # once a cluster is active, since it has nothing to route to before).
+                if pending is not None:
+                    await self._ensure_cluster_serve_services(svc, [pending])
+                _, gateway_problem = await self._apply_gateway_object(
+                    svc, GATEWAY_KIND, gwb.build_gateway(svc)
+                )
+                detail = gateway_problem or detail
             target = None
             # Traffic leaves a serving cluster only for serve endpoints that are ready.
             endpoints_ready = pending is not None and (
@@ -449,7 +461,7 @@ class RayServiceReconciler:
         status["numServeEndpoints"] = self._num_serve_endpoints(svc, incremental=incremental)
         waiting = self._waiting_for(svc, pending, pending_serve.apps, detail)
         if detail and detail not in waiting:
-            waiting = _with_detail(waiting, detail) if waiting else detail
+            waiting = rss.with_detail(waiting, detail) if waiting else detail
         self._set_status_conditions(
             svc, active is not None, bool(pending_name_of(svc)), waiting=waiting
         )
@@ -1421,14 +1433,21 @@ class RayServiceReconciler:
         return None
 
     def _init_conditions(self, svc: Obj) -> None:
-        if (
-            self._condition(svc, c.COND_READY) is None
-            or (self._condition(svc, c.COND_READY) or {}).get("reason")
-            == c.REASON_VALIDATION_FAILED
-        ):
-            self._set_condition(svc, c.COND_READY, "False", c.REASON_INITIALIZING)
-        if self._condition(svc, c.COND_UPGRADE_IN_PROGRESS) is None:
-            self._set_condition(svc, c.COND_UPGRADE_IN_PROGRESS, "False", c.REASON_INITIALIZING)
+        conditions: list[Obj] = svc["status"].setdefault("conditions", []) or []
+        svc["status"]["conditions"] = conditions
+        rss.init_conditions(conditions, svc["metadata"].get("generation"), rfc3339(self.now()))
+
+    def _set_status_conditions(
+        self, svc: Obj, has_active: bool, has_pending: bool, *, waiting: str = ""
+    ) -> None:
+        rss.calculate_conditions(
+            svc["status"],
+            has_active=has_active,
+            has_pending=has_pending,
+            waiting=waiting,
+            generation=svc["metadata"].get("generation"),
+            now=rfc3339(self.now()),
+        )
 
     def _waiting_for(
         self, svc: Obj, pending: Obj | None, apps: dict[str, Obj] | None, detail: str = ""
@@ -1458,58 +1477,6 @@ class RayServiceReconciler:
             )
         return detail or f"switching traffic to RayCluster {name}"
 
-    def _set_status_conditions(
-        self, svc: Obj, has_active: bool, has_pending: bool, *, waiting: str = ""
-    ) -> None:
-        status = svc["status"]
-        endpoints = int(status.get("numServeEndpoints") or 0)
-        ready = self._condition(svc, c.COND_READY) or {}
-        if has_active and endpoints > 0:
-            self._set_condition(
-                svc,
-                c.COND_READY,
-                "True",
-                c.REASON_NON_ZERO_SERVE_ENDPOINTS,
-                "Number of serve endpoints is greater than 0",
-            )
-        elif ready.get("reason") != c.REASON_INITIALIZING:
-            self._set_condition(
-                svc,
-                c.COND_READY,
-                "False",
-                c.REASON_ZERO_SERVE_ENDPOINTS,
-                "Number of serve endpoints dropped to 0",
-            )
-        if has_active and has_pending:
-            self._set_condition(
-                svc,
-                c.COND_UPGRADE_IN_PROGRESS,
-                "True",
-                c.REASON_BOTH_ACTIVE_PENDING_CLUSTERS_EXIST,
-                _with_detail("Both active and pending Ray clusters exist", waiting),
-            )
-        elif has_active:
-            self._set_condition(
-                svc,
-                c.COND_UPGRADE_IN_PROGRESS,
-                "False",
-                c.REASON_NO_PENDING_CLUSTER,
-                "No pending Ray cluster found",
-            )
-        elif has_pending:
-            self._set_condition(
-                svc,
-                c.COND_UPGRADE_IN_PROGRESS,
-                "Unknown",
-                c.REASON_NO_ACTIVE_CLUSTER,
-                _with_detail(
-                    "No active Ray cluster exists, and the RayService is preparing a new one",
-                    waiting,
-                ),
-            )
-        ready_now = (self._condition(svc, c.COND_READY) or {}).get("status") == "True"
-        status["serviceStatus"] = c.RAYSERVICE_STATUS_RUNNING if ready_now else ""
-
     async def _write_status(self, svc: Obj, old: Obj) -> bool:
         status = svc["status"]
         meta = svc["metadata"]
@@ -1537,10 +1504,6 @@ class RayServiceReconciler:
         for inf in self.rayservices:
             inf.apply_own_write(written, meta["resourceVersion"])
         return True
-
-
-def _with_detail(message: str, detail: str) -> str:
-    return f"{message}; {detail}" if detail else message
 
 
 def pending_name_of(svc: Obj) -> str:

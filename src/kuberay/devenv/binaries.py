@@ -1,5 +1,8 @@
 """Find or build the control-plane binaries: apiserver, controller-manager, scheduler, etcd, kwok.
 
+Also, on demand only, the upstream Go KubeRay operator (``ray-operator``), so that tests can run it
+side by side with ours against the same plane and compare what the two do.
+
 Nothing on this machine ships a kube-apiserver, so the binaries are compiled from the wrapper Go
 modules under ``controlplane/`` in the repository and cached outside the work tree, keyed by
 version, so that a new checkout (and CI) reuses them.
@@ -14,6 +17,9 @@ Invariants and failure modes:
   instead of a bare ``FileNotFoundError``.
 - A cold build takes many minutes on two cores; progress (packages compiled out of the total) is
   printed so that it is never a silent wait.
+- On-demand components (the Go operator) are never part of the default set: ``ensure()`` with no
+  arguments, ``kuberay dev build`` and the plane only need ``ALL_BINARIES``, so a plane never
+  waits for, or fails on, a build it does not use. ``go_operator_binary()`` builds it when asked.
 """
 
 from __future__ import annotations
@@ -28,10 +34,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KUBERNETES_VERSION = "v1.34.4"
+KUBERNETES_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
-MIN_GO = (1, 24)
+GO_OPERATOR_VERSION = "v1.6.1"  # github.com/ray-project/kuberay/ray-operator, the reference
+GO_OPERATOR_BINARY = "ray-operator"
+MIN_GO = (1, 26)
 
 BINDIR_ENV = "KUBERAY_CONTROLPLANE_BINDIR"
 CACHE_ENV = "KUBERAY_CACHE_DIR"
@@ -51,6 +59,8 @@ class Component:
     module_dir: str
     packages: dict[str, str]  # binary name -> Go package path
     ldflags: tuple[str, ...] = field(default_factory=tuple)
+    # Built only when one of its binaries is asked for by name; not in ALL_BINARIES.
+    on_demand: bool = False
 
 
 def _kube_ldflags(version: str) -> tuple[str, ...]:
@@ -90,9 +100,19 @@ COMPONENTS: tuple[Component, ...] = (
         module_dir="kwok",
         packages={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
     ),
+    Component(
+        name="kuberay-operator",
+        version=GO_OPERATOR_VERSION,
+        module_dir="kuberay-operator",
+        # main.go is at the module root; utils.KUBERAY_VERSION is a constant, no ldflags needed.
+        packages={GO_OPERATOR_BINARY: "github.com/ray-project/kuberay/ray-operator"},
+        on_demand=True,
+    ),
 )
 
-ALL_BINARIES: tuple[str, ...] = tuple(b for c in COMPONENTS for b in c.packages)
+# The plane's binaries: what ``ensure()`` and ``kuberay dev build`` provide by default.
+ALL_BINARIES: tuple[str, ...] = tuple(b for c in COMPONENTS if not c.on_demand for b in c.packages)
+KNOWN_BINARIES: tuple[str, ...] = tuple(b for c in COMPONENTS for b in c.packages)
 
 
 def cache_root() -> Path:
@@ -129,7 +149,7 @@ def _component_of(binary: str) -> Component:
     for comp in COMPONENTS:
         if binary in comp.packages:
             return comp
-    raise KeyError(f"unknown control-plane binary {binary!r}; known: {', '.join(ALL_BINARIES)}")
+    raise KeyError(f"unknown control-plane binary {binary!r}; known: {', '.join(KNOWN_BINARIES)}")
 
 
 def locate(binary: str) -> Path | None:
@@ -149,13 +169,19 @@ def go_version(go: str) -> tuple[int, int]:
     return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
 
 
-def _find_go() -> str:
+def _find_go(binaries: Iterable[str] = ALL_BINARIES) -> str:
     go = shutil.which("go")
     need = f"Go {MIN_GO[0]}.{MIN_GO[1]} or newer"
+    names = list(binaries)
+    example = (
+        " (for example envtest assets plus a kwok release)"
+        if set(names) & set(ALL_BINARIES)
+        else ""
+    )
     hint = (
         f"Install {need} (https://go.dev/dl, or the `golang` package of your distribution) and "
         f"make sure `go` is on PATH, or set {BINDIR_ENV} to a directory that already holds "
-        f"{', '.join(ALL_BINARIES)} (for example envtest assets plus a kwok release)."
+        f"{', '.join(names)}{example}."
     )
     if go is None:
         raise BuildError(f"cannot build the local control plane: `go` is not on PATH. {hint}")
@@ -183,7 +209,7 @@ def _count_deps(go: str, module: Path, packages: Iterable[str], env: dict[str, s
 
 def build_component(component: Component, log: Callable[[str], None] = print) -> float:
     """Compile every binary of ``component`` into its cache directory; returns seconds taken."""
-    go = _find_go()
+    go = _find_go(component.packages if component.on_demand else ALL_BINARIES)
     module = source_root() / component.module_dir
     if not (module / "go.mod").is_file():
         raise BuildError(
@@ -270,6 +296,15 @@ def ensure(
     return result
 
 
+def go_operator_binary(log: Callable[[str], None] = print) -> Path:
+    """The upstream Go operator (``ray-operator`` v1.6.1), found or built on demand.
+
+    An executable ``ray-operator`` in ``KUBERAY_CONTROLPLANE_BINDIR`` wins, as for the plane's
+    binaries; otherwise it comes from (or is built into) the versioned cache directory.
+    """
+    return ensure([GO_OPERATOR_BINARY], log=log)[GO_OPERATOR_BINARY]
+
+
 def build_times() -> dict[str, float]:
     """Seconds each cached component took to build, as recorded by its last build."""
     out: dict[str, float] = {}
@@ -281,10 +316,16 @@ def build_times() -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m kuberay.devenv.binaries``: build what is missing and print the paths."""
-    del argv
+    """``python -m kuberay.devenv.binaries [BINARY...]``: build what is missing, print the paths.
+
+    Without arguments this is the plane's set; name ``ray-operator`` to get the Go operator.
+    """
+    names = list(sys.argv[1:] if argv is None else argv) or list(ALL_BINARIES)
     try:
-        paths = ensure(log=lambda m: print(m, file=sys.stderr, flush=True))
+        paths = ensure(names, log=lambda m: print(m, file=sys.stderr, flush=True))
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 2
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

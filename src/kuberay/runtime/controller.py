@@ -7,6 +7,8 @@ Invariants and failure modes:
   reads the current state (level-triggered). A key is never reconciled by two workers at once.
 - A reconcile that raises is retried with per-key exponential backoff; ``Conflict`` (a stale
   resourceVersion) is an expected outcome and is requeued at once without logging an error.
+  Any other API error is logged as one line (the apiserver's message); only a failure that is
+  not an API answer, i.e. a bug, is logged with its traceback.
 - ``Result(requeue_after=...)`` schedules the next look; success resets the key's backoff.
 - Workers are independent tasks, so one slow reconcile (for example waiting on a remote call)
   delays only its own key.
@@ -24,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from kuberay.runtime.errors import Conflict
+from kuberay.runtime.errors import ApiError, Conflict
 from kuberay.runtime.informer import Handler, Informer
 from kuberay.runtime.metrics import RuntimeMetrics
 from kuberay.runtime.store import Obj, object_key, split_key
@@ -220,6 +222,15 @@ class Controller:
             self.queue.add_rate_limited(key)
         except asyncio.CancelledError:
             raise
+        except ApiError as exc:
+            # An answer from the apiserver (a missing object, a rejected write) is an expected
+            # state, retried with back-off: one line with the server's words, no traceback.
+            # Tracebacks are for the bugs below.
+            outcome = "error"
+            log.error("reconcile of %s failed: %s", key, exc)
+            if m is not None:
+                m.reconcile_errors.labels(self.name).inc()
+            self.queue.add_rate_limited(key)
         except Exception:
             outcome = "error"
             log.exception("reconcile of %s failed", key)

@@ -7,7 +7,7 @@ from kuberay.api import openapi
 
 def test_snapshot_is_trimmed_closure_of_roots() -> None:
     snap = openapi.snapshot()
-    assert snap["kubernetesVersion"] == "v1.34.4"
+    assert snap["kubernetesVersion"] == "v1.36.3"
     schemas = snap["schemas"]
     for root in openapi.ROOTS:
         assert root in schemas

@@ -74,23 +74,33 @@ def test_k8s_job_mode_command_is_idempotent_and_exact() -> None:
 
 
 def test_sidecar_command_without_restart_gate_is_plain_submit() -> None:
+    """upstream (v1.7.0 BuildJobSubmitCommand): the probe asks localhost, the wait message and
+    the submit name the loopback address, and the command ends with ` ;`."""
     job = rayjob(submissionMode="SidecarMode")
-    cmd = rjb.submitter_command(
-        job,
-        address="http://127.0.0.1:8265",
-        job_id="id1",
-        health_base="http://localhost:8265",
-        idempotent=False,
+    job["status"] = {"jobId": "id1"}
+    container = rjb.build_sidecar_container(
+        job, job["spec"]["rayClusterSpec"], job_id="id1", cluster_name="demo-x", restart=False
     )
-    text = " ".join(cmd)
-    assert "http://localhost:8265/api/gcs_healthz" in text
-    assert "ray job status" not in text
-    assert "--no-wait" not in text
-    assert "logs" not in text
-    assert text.endswith(
-        "ray job submit --address http://127.0.0.1:8265 --submission-id id1 -- "
-        "python /home/ray/main.py"
+    text = container["args"][0]
+    probe = (
+        'python -c "import urllib.request; r=urllib.request.urlopen('
+        "'http://localhost:8265/api/gcs_healthz', timeout=10); "
+        "exit(0 if b'success' in r.read() else 1)\""
     )
+    assert text == (
+        f"until {probe} >/dev/null 2>&1 ; do echo "
+        '"Waiting for Ray Dashboard GCS to become healthy at http://127.0.0.1:8265 ..." ; '
+        "sleep 2 ; done ; ray job submit --address http://127.0.0.1:8265 --submission-id id1 "
+        "-- python /home/ray/main.py ;"
+    )
+    assert container["command"] == ["/bin/bash", "-ce", "--"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    # status.dashboardURL is not known yet when the sidecar is built.
+    assert env == {
+        "PYTHONUNBUFFERED": "1",
+        "RAY_DASHBOARD_ADDRESS": None,
+        "RAY_JOB_SUBMISSION_ID": "id1",
+    }
 
 
 def test_default_submitter_job() -> None:

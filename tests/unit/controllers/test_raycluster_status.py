@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kuberay.controllers import raycluster_status as st
 
 NOW = "2026-11-29T12:00:00Z"
@@ -184,3 +186,61 @@ def test_suspended_cluster_with_no_pods() -> None:
     status = calc(cluster(suspend=True, status={"state": "ready"}), [])
     assert status["state"] == "suspended"
     assert status["desiredWorkerReplicas"] == 2
+
+
+def _conds(status: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {
+        co["type"]: (co["status"], co["reason"], co["message"])
+        for co in status["conditions"]
+        if co["type"].startswith("RayClusterSuspend")
+    }
+
+
+SUS, SING = "RayClusterSuspended", "RayClusterSuspending"
+RUNNING = [pod("h", "head"), pod("w1", "worker"), pod("w2", "worker")]
+
+
+@pytest.mark.parametrize(
+    ("suspend", "before", "pods", "after"),
+    [
+        # First status of a normal cluster: both exist, False, reason = type, no message.
+        (False, {}, [], {SUS: "False", SING: "False"}),
+        (False, {}, RUNNING, {SUS: "False", SING: "False"}),
+        # Suspend requested: Suspending first, while pods still exist.
+        (True, {SUS: "False", SING: "False"}, RUNNING, {SUS: "False", SING: "True"}),
+        (True, {}, RUNNING, {SUS: "False", SING: "True"}),
+        # Still deleting: unchanged.
+        (True, {SUS: "False", SING: "True"}, RUNNING[:1], {SUS: "False", SING: "True"}),
+        # Every pod gone: Suspended.
+        (True, {SUS: "False", SING: "True"}, [], {SUS: "True", SING: "False"}),
+        # Suspend cleared while suspending: deletion finishes first (as upstream).
+        (False, {SUS: "False", SING: "True"}, RUNNING[:1], {SUS: "False", SING: "True"}),
+        (False, {SUS: "False", SING: "True"}, [], {SUS: "True", SING: "False"}),
+        # Resumed.
+        (False, {SUS: "True", SING: "False"}, [], {SUS: "False", SING: "False"}),
+        (True, {SUS: "True", SING: "False"}, [], {SUS: "True", SING: "False"}),
+    ],
+)
+def test_suspend_state_machine(
+    suspend: bool, before: dict[str, str], pods: list[dict[str, Any]], after: dict[str, str]
+) -> None:
+    old = [
+        {"type": t, "status": s, "reason": t, "message": "", "lastTransitionTime": "x"}
+        for t, s in before.items()
+    ]
+    status = calc(cluster(suspend=suspend, status={"conditions": old}), pods)
+    assert _conds(status) == {t: (s, t, "") for t, s in after.items()}
+    if after[SUS] == "True" and before.get(SUS) != "True":
+        assert status["state"] == "suspended"
+        prov = [co for co in status["conditions"] if co["type"] == "RayClusterProvisioned"]
+        assert prov[0]["message"] == "RayCluster has been suspended"
+
+
+def test_suspend_conditions_follow_upstream_order() -> None:
+    status = calc(cluster(), RUNNING)
+    assert [co["type"] for co in status["conditions"]] == [
+        "HeadPodReady",
+        "RayClusterProvisioned",
+        SUS,
+        SING,
+    ]

@@ -64,36 +64,6 @@ async def test_proxy_probe_healthy_unhealthy_unreachable() -> None:
     assert await proxy_healthz("127.0.0.1", port, timeout=0.5) is None
 
 
-def test_conditions_follow_clusters_and_endpoints() -> None:
-    rec = reconciler()
-    svc = rayservice()
-    rec._init_conditions(svc)
-    rec._set_status_conditions(svc, has_active=False, has_pending=True)
-    ready = rec._condition(svc, "Ready")
-    upgrade = rec._condition(svc, "UpgradeInProgress")
-    assert ready is not None
-    assert upgrade is not None
-    assert (ready["status"], ready["reason"]) == ("False", "Initializing")
-    assert (upgrade["status"], upgrade["reason"]) == ("Unknown", "NoActiveCluster")
-    assert ready["observedGeneration"] == 3
-    svc["status"]["numServeEndpoints"] = 2
-    rec._set_status_conditions(svc, has_active=True, has_pending=False)
-    ready = rec._condition(svc, "Ready")
-    assert ready is not None
-    assert (ready["status"], ready["reason"]) == ("True", "NonZeroServeEndpoints")
-    assert svc["status"]["serviceStatus"] == "Running"
-    rec._set_status_conditions(svc, has_active=True, has_pending=True)
-    upgrade = rec._condition(svc, "UpgradeInProgress")
-    assert upgrade is not None
-    assert (upgrade["status"], upgrade["reason"]) == ("True", "BothActivePendingClustersExist")
-    svc["status"]["numServeEndpoints"] = 0
-    rec._set_status_conditions(svc, has_active=True, has_pending=False)
-    ready = rec._condition(svc, "Ready")
-    assert ready is not None
-    assert (ready["status"], ready["reason"]) == ("False", "ZeroServeEndpoints")
-    assert svc["status"]["serviceStatus"] == ""
-
-
 def test_should_prepare_new_cluster() -> None:
     rec = reconciler()
     svc = rayservice()
