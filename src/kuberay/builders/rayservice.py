@@ -85,7 +85,19 @@ def partial_hash(svc: JsonDict, groups: int) -> str:
 
 
 def cluster_hash(cluster: JsonDict) -> str:
+    """The spec hash a cluster is compared with the goal by.
+
+    A cluster stamped by another operator (the Go operator, or another version: its
+    ``ray.io/kuberay-version`` differs) carries a hash made by another function, which can never
+    equal ours; its own spec is hashed instead, so taking over a RayService does not mistake
+    its clusters for outdated ones and start a new one. (The in-place update that follows
+    re-stamps the cluster, as upstream does after its own upgrades.)
+    """
     annotations = as_dict(as_dict(cluster.get("metadata")).get("annotations"))
+    if annotations.get(c.ANNOTATION_KUBERAY_VERSION) != c.KUBERAY_VERSION:
+        spec = copy.deepcopy(as_dict(cluster.get("spec")))
+        spec.pop("suspend", None)
+        return spec_hash(spec)
     return str(annotations.get(c.ANNOTATION_HASH_WITHOUT_REPLICAS) or "")
 
 

@@ -660,7 +660,9 @@ class RayClusterReconciler:
             for co in conditions
         )
         if suspending or spec.get("suspend"):
-            if suspending and pods:
+            # upstream's collection delete is announced even when there is no pod at all (a
+            # cluster created suspended); pods still terminating were announced already.
+            if suspending and (pods or not self.cluster_pods(ns, name)):
                 await self._delete_pods(cluster, pods, "", c.REASON_FAILED_DELETE_ALL_PODS)
             return DONE
 
@@ -1006,7 +1008,7 @@ class RayClusterReconciler:
                     reason = c.EVENT_DELETED_HEAD_POD if head else c.EVENT_DELETED_WORKER_POD
                     self.recorder.event(cluster, NORMAL, reason, f"Deleted pod {where}", "Delete")
         finally:
-            if collective and deleted:
+            if collective and (deleted or not pods):
                 meta = cluster["metadata"]
                 self.recorder.event(
                     cluster,

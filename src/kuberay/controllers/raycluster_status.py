@@ -242,12 +242,14 @@ def calculate_status(
     if conditions_enabled:
         conditions: list[Obj] = copy.deepcopy(status.get("conditions") or [])
         if reconcile_error and error_reason:
+            # upstream wraps the API error with errors.Join(marker, err): the marker's name,
+            # a newline, then the error.
             set_condition(
                 conditions,
                 c.COND_REPLICA_FAILURE,
                 "True",
                 error_reason,
-                reconcile_error,
+                f"{error_reason}\n{reconcile_error}",
                 None,
                 now,
             )
@@ -282,7 +284,9 @@ def calculate_status(
                 )
         suspend_conditions(conditions, status, bool(spec.get("suspend")), bool(live), now)
         status["conditions"] = conditions
-    if reconcile_error:
+    if reconcile_error and not conditions_enabled:
+        # With conditions (the default) the error is in ReplicaFailure and, as upstream,
+        # ``reason`` is left alone; without them it is the only place that says why.
         status["reason"] = reconcile_error
     else:
         status.pop("reason", None)

@@ -106,6 +106,25 @@ def test_hash_ignores_replicas_and_suspend() -> None:
     assert not rsb.needs_in_place_update(changed, cluster)
 
 
+def test_a_cluster_stamped_by_another_operator_is_judged_by_its_spec() -> None:
+    """Takeover: the Go operator's hash annotation can never equal ours, so its cluster is
+    compared by its spec (Go's empty structs included) and then re-stamped in place."""
+    svc = rayservice()
+    cluster = rsb.build_cluster(svc, "svc-abcde")
+    annotations = cluster["metadata"]["annotations"]
+    annotations[c.ANNOTATION_KUBERAY_VERSION] = "v1.6.1"
+    annotations[c.ANNOTATION_HASH_WITHOUT_REPLICAS] = "GOHASHGOHASHGOHASHGOHASHGOHASH00"
+    cluster["spec"]["headGroupSpec"]["template"]["metadata"] = {}
+    assert rsb.matches_goal(svc, cluster)
+    assert rsb.needs_in_place_update(svc, cluster)
+    restamped = rsb.updated_cluster(svc, cluster)
+    assert restamped["metadata"]["annotations"][c.ANNOTATION_KUBERAY_VERSION] == c.KUBERAY_VERSION
+    assert rsb.matches_goal(svc, restamped)
+    changed = copy.deepcopy(svc)
+    changed["spec"]["rayClusterConfig"]["rayVersion"] = "2.53.0"
+    assert not rsb.matches_goal(changed, cluster)
+
+
 def test_in_place_update_for_replicas_and_appended_groups() -> None:
     svc = rayservice()
     cluster = rsb.build_cluster(svc, "svc-abcde")

@@ -149,9 +149,20 @@ def test_replica_failure_condition_set_and_cleared() -> None:
     assert (cond["status"], cond["reason"], cond["message"]) == (
         "True",
         "FailedCreateWorkerPod",
-        "quota exceeded",
+        "FailedCreateWorkerPod\nquota exceeded",
     )
-    assert status["reason"] == "quota exceeded"
+    # As upstream: with conditions, status.reason is not the error.
+    assert "reason" not in status
+    without = st.calculate_status(
+        cluster(),
+        [pod("head", "head")],
+        None,
+        reconcile_error="quota exceeded",
+        error_reason="FailedCreateWorkerPod",
+        conditions_enabled=False,
+        now=NOW,
+    )
+    assert without["reason"] == "quota exceeded"
     healed = calc(cluster(status=status), [pod("head", "head")])
     assert st.find_condition(healed["conditions"], "ReplicaFailure") is None
     assert "reason" not in healed
