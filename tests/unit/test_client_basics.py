@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -15,8 +17,10 @@ from kuberay.runtime.client import (
     CRDS,
     DEPLOYMENTS,
     PODS,
+    KubeconfigError,
     Resource,
     TokenBucket,
+    impersonation_headers,
     load_kubeconfig,
 )
 
@@ -90,8 +94,9 @@ def test_kubeconfig_with_inline_data_and_token(tmp_path: Path) -> None:
     cfg = load_kubeconfig(path)
     assert cfg.server == "https://two:6443"
     assert cfg.bearer() == "s3cret"
-    assert cfg.ca_file is not None
-    assert Path(cfg.ca_file).read_bytes() == b"CA PEM"
+    # The CA stays in memory: nothing is written for it.
+    assert cfg.ca_file is None
+    assert cfg.ca_data == "CA PEM"
     first = load_kubeconfig(path, context="a")
     assert first.cert_file == str(tmp_path / "rel.crt")
     assert first.key_file == "/abs.key"
@@ -158,3 +163,119 @@ async def test_token_bucket_paces_after_the_burst() -> None:
     elapsed = time.monotonic() - start
     # 5 free, then 10 at 50/s -> about 0.2 s
     assert 0.15 <= elapsed < 1.0
+
+
+def _write(path: Path, doc: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _doc(ctx: str, server: str, **user: Any) -> dict[str, Any]:
+    return {
+        "current-context": ctx,
+        "contexts": [{"name": ctx, "context": {"cluster": ctx, "user": ctx}}],
+        "clusters": [{"name": ctx, "cluster": {"server": server}}],
+        "users": [{"name": ctx, "user": user}],
+    }
+
+
+def test_client_keys_live_in_a_private_directory(tmp_path: Path) -> None:
+    key = base64.b64encode(b"KEY PEM").decode()
+    cfg = load_kubeconfig(
+        _write(tmp_path / "c", _doc("a", "https://a", **{"client-key-data": key}))
+    )
+    assert cfg.key_file is not None
+    key_path = Path(cfg.key_file)
+    assert key_path.read_bytes() == b"KEY PEM"
+    assert key_path.stat().st_mode & 0o777 == 0o600
+    assert key_path.parent.stat().st_mode & 0o777 == 0o700
+    assert key_path.parent.name.startswith("kuberay-credentials-")
+
+
+def test_private_directory_is_removed_when_the_process_exits(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    key = base64.b64encode(b"KEY").decode()
+    path = _write(tmp_path / "c", _doc("a", "https://a", **{"client-key-data": key}))
+    script = (
+        "from kuberay.runtime.client import load_kubeconfig\n"
+        f"print(load_kubeconfig({str(path)!r}).key_file)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    written = Path(out.stdout.strip())
+    assert written.name.startswith("key-")
+    assert not written.exists()
+    assert not written.parent.exists()
+
+
+def test_kubeconfig_list_merges_as_client_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _write(tmp_path / "one", _doc("a", "https://first", token="t1"))
+    second_doc = _doc("b", "https://second", token="t2")
+    # a second definition of "a" loses to the first file's
+    second_doc["clusters"].append({"name": "a", "cluster": {"server": "https://shadowed"}})
+    second = _write(tmp_path / "two", second_doc)
+    missing = tmp_path / "missing"
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join(str(p) for p in (missing, first, second)))
+    cfg = load_kubeconfig()
+    assert (cfg.server, cfg.bearer()) == ("https://first", "t1")
+    other = load_kubeconfig(context="b")
+    assert (other.server, other.bearer()) == ("https://second", "t2")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{}", "no contexts"),
+        ("- a\n- b\n", "expected a mapping"),
+        ("a: [", "not a readable YAML kubeconfig"),
+        (
+            yaml.safe_dump({**_doc("a", "https://a"), "current-context": "zzz"}),
+            "'zzz' does not exist",
+        ),
+        (
+            yaml.safe_dump({**_doc("a", "https://a"), "current-context": ""}),
+            "current-context is not set",
+        ),
+        (yaml.safe_dump({**_doc("a", "https://a"), "clusters": []}), "names cluster 'a'"),
+    ],
+)
+def test_bad_kubeconfigs_are_one_clear_error(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "config"
+    path.write_text(content)
+    with pytest.raises(KubeconfigError, match=message):
+        load_kubeconfig(path)
+    with pytest.raises(KubeconfigError, match="no such kubeconfig file"):
+        load_kubeconfig(tmp_path / "absent")
+
+
+def test_server_name_proxy_and_impersonation(tmp_path: Path) -> None:
+    doc = _doc(
+        "a",
+        "https://10.0.0.1:6443",
+        token="t",
+        **{
+            "as": "jane",
+            "as-uid": "42",
+            "as-groups": ["dev", "ops"],
+            "as-user-extra": {"reason": ["audit", "x"]},
+        },
+    )
+    doc["clusters"][0]["cluster"]["tls-server-name"] = "kubernetes.default"
+    doc["clusters"][0]["cluster"]["proxy-url"] = "http://127.0.0.1:3128"
+    cfg = load_kubeconfig(_write(tmp_path / "c", doc))
+    assert cfg.tls_server_name == "kubernetes.default"
+    assert cfg.proxy_url == "http://127.0.0.1:3128"
+    assert impersonation_headers(cfg.impersonate) == [
+        ("Impersonate-User", "jane"),
+        ("Impersonate-Uid", "42"),
+        ("Impersonate-Group", "dev"),
+        ("Impersonate-Group", "ops"),
+        ("Impersonate-Extra-reason", "audit"),
+        ("Impersonate-Extra-reason", "x"),
+    ]
+    doc["clusters"][0]["cluster"]["proxy-url"] = "socks5://127.0.0.1:1080"
+    with pytest.raises(KubeconfigError, match="only http"):
+        load_kubeconfig(_write(tmp_path / "c", doc))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kuberay.cli.main import build_parser
 from kuberay.cli.operator import SettingsError, load_config_file, settings_from_args
@@ -143,3 +146,104 @@ def test_config_file_logging_and_batch_scheduler_keys(tmp_path: Path) -> None:
     s = load_config_file(str(path), None)
     assert (s.log_file_path, s.log_file_encoder) == ("/var/log/kuberay.log", "console")
     assert s.enable_batch_scheduler is True
+
+
+def _run_operator(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    import os
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "kuberay.cli.main", "operator", *args,
+         "--metrics-addr=0", "--health-probe-bind-address=0", "--enable-leader-election=false"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such kubeconfig file"),
+        ("a: [b", "not a readable YAML kubeconfig"),
+        ("apiVersion: v1\nkind: Config\n", "no contexts"),
+        (
+            "contexts: [{name: a, context: {cluster: a}}]\ncurrent-context: b\n",
+            "context 'b' does not exist",
+        ),
+    ],
+)
+def test_bad_kubeconfig_is_one_line_and_exit_2(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    proc = _run_operator(f"--kubeconfig={path}")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: kubeconfig: ")
+    assert message in lines[0]
+
+
+def test_unreachable_apiserver_is_retried_then_one_line_and_exit_1(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    doc = {
+        "current-context": "a",
+        "contexts": [{"name": "a", "context": {"cluster": "a", "user": "a"}}],
+        "clusters": [{"name": "a", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "a", "user": {"token": "x"}}],
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    started = time.monotonic()
+    proc = _run_operator(
+        f"--kubeconfig={path}",
+        "--log-stdout-encoder=json",
+        env={"KUBERAY_APISERVER_WAIT_SECONDS": "2"},
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [proc.stderr.strip().splitlines()[-1]]
+    assert errors[0].startswith(f"error: cannot reach the apiserver at http://127.0.0.1:{port}: ")
+    # the back-off is visible in the log, one JSON line per try
+    assert '"msg":"apiserver not reachable yet; retrying"' in proc.stderr + proc.stdout
+    assert time.monotonic() - started >= 1.5
+
+
+def test_plane_counts_must_be_positive() -> None:
+    import argparse
+
+    from kuberay.devenv.supervisor import add_plane_arguments
+
+    parser = argparse.ArgumentParser(prog="kuberay dev up", exit_on_error=False)
+    add_plane_arguments(parser)
+    assert parser.parse_args(["--nodes", "3"]).nodes == 3
+    for bad in (
+        ["--nodes", "-1"],
+        ["--nodes", "0"],
+        ["--process-nodes", "0"],
+        ["--node-gpus", "-2"],
+    ):
+        with pytest.raises(argparse.ArgumentError, match="must be at least"):
+            parser.parse_args(bad)
+
+
+def test_crds_check_fails_on_a_file_the_models_do_not_make(tmp_path: Path) -> None:
+    from kuberay.api import crdgen
+
+    crdgen.write(tmp_path)
+    assert crdgen.stale_files(tmp_path) == []
+    (tmp_path / "ray.io_rayoldthings.yaml").write_text("kind: CustomResourceDefinition\n")
+    assert crdgen.stale_files(tmp_path) == ["ray.io_rayoldthings.yaml"]

@@ -383,6 +383,15 @@ def stale_files(directory: Path) -> list[str]:
         if text != _rendered(kind) and _load(text) != crd(kind):
             # Same content, different emitter (no libyaml here) still counts as current.
             out.append(path.name)
+    # A CRD file the models do not make (a renamed or removed kind) would still be applied by
+    # `kubectl apply -f deploy/crds/`: it is stale too.
+    known = {filename(kind) for kind in KINDS}
+    if directory.is_dir():
+        out += sorted(
+            p.name
+            for p in directory.iterdir()
+            if p.suffix in (".yaml", ".yml") and p.name not in known
+        )
     return out
 
 

@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,8 @@ from kuberay.controllers.rayservice import RayServiceConfig
 from kuberay.controllers.rayservice import register as register_rayservice
 from kuberay.ray.http_client import HttpDashboardFactory, proxy_factory_for
 from kuberay.runtime import logs
-from kuberay.runtime.client import KubeClient, Resource, auto_config
-from kuberay.runtime.errors import NotFound
+from kuberay.runtime.client import KubeClient, KubeconfigError, Resource, auto_config
+from kuberay.runtime.errors import ApiError, NotFound
 from kuberay.runtime.manager import Manager, ManagerOptions
 from kuberay.runtime.webhook import WebhookServer
 from kuberay.schedulers import UnknownScheduler, get_scheduler
@@ -112,7 +113,38 @@ _IGNORED_CONFIG_KEYS = {
 
 
 class SettingsError(ValueError):
-    pass
+    """Bad flags, configuration file or kubeconfig: exit code 2."""
+
+
+class Unreachable(RuntimeError):
+    """The apiserver did not answer within STARTUP_WAIT_SECONDS: exit code 1 (as upstream's
+    'unable to start manager'); the kubelet restarts the pod."""
+
+
+# How long a starting operator waits for an apiserver that does not answer yet (back-off
+# between tries), e.g. while a local control plane is still coming up; the environment
+# variable KUBERAY_APISERVER_WAIT_SECONDS overrides it.
+STARTUP_WAIT_SECONDS = 60.0
+
+
+async def wait_for_apiserver(client: KubeClient, limit: float, stop: asyncio.Event) -> None:
+    """GET /version until it answers, with exponential back-off (0.5 s doubling to 8 s);
+    raises the last error after ``limit`` seconds. An answer of any status means the server is
+    there (authorization problems surface on the first real request with their own message)."""
+    deadline = time.monotonic() + limit
+    delay = 0.5
+    while True:
+        try:
+            await client.request("GET", "/version", timeout=5)
+            return
+        except ApiError as exc:
+            if exc.status != 0:
+                return
+            if time.monotonic() + delay > deadline or stop.is_set():
+                raise
+            log.warning("apiserver not reachable yet; retrying", extra={"error": str(exc)})
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 8.0)
 
 
 def load_config_file(path: str, kubeconfig: str | None) -> OperatorSettings:
@@ -265,7 +297,10 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
         scheduler = get_scheduler(settings.batch_scheduler or legacy)
     except UnknownScheduler as exc:
         raise SettingsError(str(exc)) from exc
-    config = auto_config(settings.kubeconfig)
+    try:
+        config = auto_config(settings.kubeconfig)
+    except KubeconfigError as exc:
+        raise SettingsError(f"kubeconfig: {exc}") from exc
     config.qps, config.burst = settings.qps, settings.burst
     build = BuildOptions.from_env(
         os.environ,
@@ -283,6 +318,11 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with KubeClient(config, user_agent=f"kuberay-operator/{c.KUBERAY_VERSION}") as client:
+        try:
+            limit = float(os.environ.get("KUBERAY_APISERVER_WAIT_SECONDS", STARTUP_WAIT_SECONDS))
+            await wait_for_apiserver(client, limit, stop)
+        except ApiError as exc:
+            raise Unreachable(f"cannot reach the apiserver at {config.server}: {exc}") from exc
         mgr = Manager(
             client,
             ManagerOptions(
@@ -390,3 +430,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Unreachable as exc:
+        log.error(str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

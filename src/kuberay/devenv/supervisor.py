@@ -15,6 +15,7 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -36,11 +37,28 @@ def plane_config_from_args(args: argparse.Namespace, directory: Path) -> PlaneCo
     )
 
 
+def _count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` (a clear one-line error else)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
 def add_plane_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nodes", type=int, default=4, help="number of KWOK nodes (default 4)")
+    parser.add_argument(
+        "--nodes", type=_count(1), default=4, help="number of KWOK nodes (default 4)"
+    )
     parser.add_argument("--node-cpu", default="64", help="CPU capacity of each node")
     parser.add_argument("--node-memory", default="512Gi", help="memory capacity of each node")
-    parser.add_argument("--node-gpus", type=int, default=4, help="nvidia.com/gpu per node")
+    parser.add_argument("--node-gpus", type=_count(0), default=4, help="nvidia.com/gpu per node")
     parser.add_argument(
         "--runtime",
         choices=("kwok", "process"),
@@ -49,7 +67,10 @@ def add_plane_arguments(parser: argparse.ArgumentParser) -> None:
         "with real Ray (needs root), see kuberay.devenv.nodeagent",
     )
     parser.add_argument(
-        "--process-nodes", type=int, default=1, help="nodes of the process runtime (default 1)"
+        "--process-nodes",
+        type=_count(1),
+        default=1,
+        help="nodes of the process runtime (default 1)",
     )
     parser.add_argument(
         "--image-map",

@@ -21,10 +21,12 @@ Invariants and failure modes:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import datetime as dt
 import json
 import os
+import shutil
 import ssl
 import subprocess
 import tempfile
@@ -38,6 +40,7 @@ from urllib.parse import quote
 import aiohttp
 import orjson
 import yaml
+from multidict import CIMultiDict
 
 from kuberay.runtime.errors import ApiError, TooManyRequests, WatchStalled, error_for
 
@@ -131,6 +134,10 @@ class ClientConfig:
     token_file: str | None = None
     insecure: bool = False
     exec_config: dict[str, Any] | None = None
+    ca_data: str | None = None  # PEM, kept in memory
+    tls_server_name: str | None = None
+    proxy_url: str | None = None
+    impersonate: dict[str, Any] = field(default_factory=dict)
     qps: float = 100.0
     burst: int = 200
     timeout: float = 30.0
@@ -179,7 +186,7 @@ class ClientConfig:
     def ssl_context(self) -> ssl.SSLContext:
         if self.exec_config is not None and not self.token:
             self._run_exec()  # client certificates from a plugin are needed for the handshake
-        ctx = ssl.create_default_context(cafile=self.ca_file)
+        ctx = ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
         if self.insecure:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
@@ -199,10 +206,34 @@ class ClientConfig:
         return self.token
 
 
+class KubeconfigError(ValueError):
+    """A kubeconfig that cannot be used; the message says which file and what is wrong."""
+
+
+_PRIVATE: dict[str, str] = {}
+
+
+def _private_dir() -> str:
+    """One directory per process (0700, removed at exit) for the key material Python's ssl
+    module can only load from files: client certificates and keys. CA certificates stay in
+    memory."""
+    if "dir" not in _PRIVATE:
+        path = tempfile.mkdtemp(prefix="kuberay-credentials-")
+        os.chmod(path, 0o700)
+        _PRIVATE["dir"] = path
+        atexit.register(shutil.rmtree, path, True)
+    return _PRIVATE["dir"]
+
+
 def _materialise(data_b64: str, temp: list[str]) -> str:
-    fd, path = tempfile.mkstemp(prefix="kuberay-kubeconfig-")
+    try:
+        data = base64.b64decode(data_b64, validate=True)
+    except (ValueError, TypeError) as exc:
+        raise KubeconfigError(f"inline credential data is not base64: {exc}") from exc
+    fd, path = tempfile.mkstemp(prefix="key-", dir=_private_dir())
+    os.fchmod(fd, 0o600)
     with os.fdopen(fd, "wb") as fh:
-        fh.write(base64.b64decode(data_b64))
+        fh.write(data)
     temp.append(path)
     return path
 
@@ -211,46 +242,135 @@ def _materialise_text(text: str, temp: list[str]) -> str:
     return _materialise(base64.b64encode(text.encode()).decode(), temp)
 
 
+def _kubeconfig_paths(path: str | os.PathLike[str] | None) -> list[Path]:
+    """client-go's precedence: an explicit path alone; else every path in ``KUBECONFIG``
+    (missing ones skipped); else ``~/.kube/config``."""
+    if path is not None:
+        explicit = Path(path)
+        if not explicit.is_file():
+            raise KubeconfigError(f"{explicit}: no such kubeconfig file")
+        return [explicit]
+    env = os.environ.get("KUBECONFIG", "")
+    if env:
+        listed = [Path(p) for p in env.split(os.pathsep) if p]
+        found = [p for p in listed if p.is_file()]
+        if not found:
+            raise KubeconfigError(f"none of the KUBECONFIG files exist: {env}")
+        return found
+    default = Path.home() / ".kube" / "config"
+    if not default.is_file():
+        raise KubeconfigError(f"no kubeconfig: {default} does not exist and KUBECONFIG is unset")
+    return [default]
+
+
+def _merged_kubeconfig(paths: list[Path]) -> dict[str, Any]:
+    """client-go's merge: for clusters, users and contexts the first file that names an entry
+    wins; ``current-context`` comes from the first file that sets it. Relative file references
+    are resolved against the file they appear in."""
+    merged: dict[str, Any] = {"clusters": {}, "users": {}, "contexts": {}, "current-context": ""}
+    for path in paths:
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            detail = " ".join(str(exc).split())  # YAML errors span lines; one line here
+            raise KubeconfigError(f"{path}: not a readable YAML kubeconfig: {detail}") from exc
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise KubeconfigError(f"{path}: not a kubeconfig (expected a mapping)")
+        base = path.resolve().parent
+        for section, key in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
+            for entry in doc.get(section) or []:
+                if not isinstance(entry, dict) or not entry.get("name"):
+                    raise KubeconfigError(f"{path}: an entry of {section} has no name")
+                body = dict(entry.get(key) or {})
+                body["_base"] = base
+                merged[section].setdefault(entry["name"], body)
+        if not merged["current-context"] and doc.get("current-context"):
+            merged["current-context"] = doc["current-context"]
+    return merged
+
+
+def _reference(section: Mapping[str, Any], key: str) -> str | None:
+    value = section.get(key)
+    if not value:
+        return None
+    return str(value) if os.path.isabs(str(value)) else str(section["_base"] / str(value))
+
+
 def load_kubeconfig(
     path: str | os.PathLike[str] | None = None, context: str | None = None
 ) -> ClientConfig:
-    """Reads a kubeconfig: certificates and tokens (inline ``-data`` fields included) and exec
-    credential plugins. The legacy ``auth-provider`` plugins are refused with a clear error."""
-    if path is None:
-        env = os.environ.get("KUBECONFIG", "")
-        path = env.split(os.pathsep)[0] if env else str(Path.home() / ".kube" / "config")
-    base = Path(path).resolve().parent
-    doc = yaml.safe_load(Path(path).read_text())
-    ctx_name = context or doc.get("current-context")
-    ctx = next(c["context"] for c in doc["contexts"] if c["name"] == ctx_name)
-    cluster = next(c["cluster"] for c in doc["clusters"] if c["name"] == ctx["cluster"])
-    user: dict[str, Any] = next(
-        (u["user"] for u in doc.get("users", []) if u["name"] == ctx.get("user")), {}
-    )
+    """Reads a kubeconfig the way client-go does: every ``KUBECONFIG`` path merged, inline
+    ``-data`` fields (the CA kept in memory, client keys in a private directory removed at
+    exit), tokens, exec credential plugins, ``tls-server-name``, ``proxy-url`` and
+    impersonation (``as``, ``as-uid``, ``as-groups``, ``as-user-extra``). Anything unusable
+    raises ``KubeconfigError`` with one line that names the problem."""
+    paths = _kubeconfig_paths(path)
+    where = os.pathsep.join(str(p) for p in paths)
+    doc = _merged_kubeconfig(paths)
+    ctx_name = context or doc["current-context"]
+    if not doc["contexts"]:
+        raise KubeconfigError(f"{where}: no contexts")
+    if not ctx_name:
+        raise KubeconfigError(f"{where}: current-context is not set (and no context was given)")
+    ctx = doc["contexts"].get(ctx_name)
+    if ctx is None:
+        raise KubeconfigError(f"{where}: context {ctx_name!r} does not exist")
+    cluster = doc["clusters"].get(ctx.get("cluster") or "")
+    if cluster is None or not cluster.get("server"):
+        raise KubeconfigError(
+            f"{where}: context {ctx_name!r} names cluster {ctx.get('cluster')!r}, which does not "
+            "exist or has no server"
+        )
+    user: dict[str, Any] = doc["users"].get(ctx.get("user") or "") or {"_base": Path(".")}
+    if "auth-provider" in user:
+        raise KubeconfigError(
+            f"kubeconfig user {ctx.get('user')!r} uses a legacy auth-provider plugin, which "
+            "this client does not run; use an exec credential plugin, a certificate or a token"
+        )
     temp: list[str] = []
 
     def file_or_data(file_key: str, data_key: str, section: Mapping[str, Any]) -> str | None:
         if section.get(data_key):
             return _materialise(section[data_key], temp)
-        value = section.get(file_key)
-        if value:
-            return str(base / value) if not os.path.isabs(value) else str(value)
-        return None
+        return _reference(section, file_key)
 
-    if "auth-provider" in user:
-        raise ValueError(
-            f"kubeconfig user {ctx.get('user')!r} uses a legacy auth-provider plugin, which "
-            "this client does not run; use an exec credential plugin, a certificate or a token"
-        )
+    ca_data = None
+    if cluster.get("certificate-authority-data"):
+        try:
+            ca_data = base64.b64decode(cluster["certificate-authority-data"]).decode()
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise KubeconfigError(f"{where}: certificate-authority-data: {exc}") from exc
+    impersonate: dict[str, Any] = {}
+    if user.get("as"):
+        impersonate["user"] = str(user["as"])
+    if user.get("as-uid"):
+        impersonate["uid"] = str(user["as-uid"])
+    if user.get("as-groups"):
+        impersonate["groups"] = [str(g) for g in user["as-groups"]]
+    if user.get("as-user-extra"):
+        impersonate["extra"] = {
+            str(k): [str(x) for x in v] for k, v in user["as-user-extra"].items()
+        }
+    token = user.get("token")
+    token_file = _reference(user, "tokenFile")
+    proxy = cluster.get("proxy-url")
+    if proxy and not str(proxy).startswith(("http://", "https://")):
+        raise KubeconfigError(f"{where}: proxy-url {proxy!r}: only http(s) proxies are supported")
     cfg = ClientConfig(
-        server=cluster["server"].rstrip("/"),
-        ca_file=file_or_data("certificate-authority", "certificate-authority-data", cluster),
+        server=str(cluster["server"]).rstrip("/"),
+        ca_file=None if ca_data else _reference(cluster, "certificate-authority"),
+        ca_data=ca_data,
         cert_file=file_or_data("client-certificate", "client-certificate-data", user),
         key_file=file_or_data("client-key", "client-key-data", user),
-        token=user.get("token"),
-        token_file=user.get("tokenFile"),
+        token=str(token) if token else None,
+        token_file=token_file,
         insecure=bool(cluster.get("insecure-skip-tls-verify")),
         exec_config=user.get("exec"),
+        tls_server_name=cluster.get("tls-server-name"),
+        proxy_url=str(proxy) if proxy else None,
+        impersonate=impersonate,
     )
     cfg._temp = temp
     return cfg
@@ -275,6 +395,22 @@ def in_cluster_config() -> ClientConfig:
         ca_file=str(SA_DIR / "ca.crt"),
         token_file=str(SA_DIR / "token"),
     )
+
+
+def impersonation_headers(impersonate: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The ``Impersonate-*`` headers for a kubeconfig's ``as`` settings; a header is repeated
+    for each group and each extra value, as the apiserver expects."""
+    headers: list[tuple[str, str]] = []
+    if impersonate.get("user"):
+        headers.append(("Impersonate-User", str(impersonate["user"])))
+    if impersonate.get("uid"):
+        headers.append(("Impersonate-Uid", str(impersonate["uid"])))
+    for group in impersonate.get("groups") or []:
+        headers.append(("Impersonate-Group", str(group)))
+    for key, values in (impersonate.get("extra") or {}).items():
+        for value in values:
+            headers.append((f"Impersonate-Extra-{quote(key, safe='')}", str(value)))
+    return headers
 
 
 class TokenBucket:
@@ -330,6 +466,13 @@ class KubeClient:
             connector=aiohttp.TCPConnector(ssl=self._ssl or False, limit=0),
             headers=headers,
         )
+        # Per request: the TLS name to verify (kubeconfig tls-server-name) and the proxy.
+        self._route: dict[str, Any] = {}
+        if config.tls_server_name:
+            self._route["server_hostname"] = config.tls_server_name
+        if config.proxy_url:
+            self._route["proxy"] = config.proxy_url
+        self._impersonation = impersonation_headers(config.impersonate)
         self.limiter = TokenBucket(config.qps, config.burst)
         self.request_counts: dict[tuple[str, int], int] = {}
         # Called as observer(method, status, seconds, resource) after every request (metrics
@@ -348,13 +491,14 @@ class KubeClient:
 
     def _headers(
         self, content_type: str | None = None, accept: str | None = None
-    ) -> dict[str, str]:
-        headers: dict[str, str] = {}
+    ) -> CIMultiDict[str]:
+        headers: CIMultiDict[str] = CIMultiDict()
         if accept:
             headers["Accept"] = accept
         token = self.config.bearer()
         if token:
             headers["Authorization"] = f"Bearer {token}"
+        headers.extend(self._impersonation)
         if content_type:
             headers["Content-Type"] = content_type
         return headers
@@ -392,6 +536,7 @@ class KubeClient:
                     params=query,
                     headers=self._headers(content_type if data is not None else None, accept),
                     timeout=self._timeout(timeout),
+                    **self._route,
                 ) as resp:
                     raw = await resp.read()
                     status = resp.status
@@ -593,6 +738,7 @@ class KubeClient:
                 timeout=aiohttp.ClientTimeout(
                     total=None, sock_read=stall_timeout or timeout_seconds + 30
                 ),
+                **self._route,
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ApiError(0, f"{type(exc).__name__}: {exc}", "WATCH", path) from exc
