@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from kuberay.devenv.plane import Plane, PlaneConfig, running_plane
-from kuberay.devenv.testing import create_namespace, delete_namespace, unique_name
+from kuberay.devenv.testing import (
+    create_namespace,
+    delete_namespace,
+    skip_unless_strict,
+    unique_name,
+)
 from kuberay.runtime.client import KubeClient, load_kubeconfig
 
 _NEEDS_PLANE = ("integration", "e2e", "bench")
@@ -64,7 +69,7 @@ def process_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
 
     why = supported()
     if why is not None:
-        pytest.skip(why)
+        skip_unless_strict(why)
     directory = tmp_path_factory.mktemp("process-plane")
     nodes = int(os.environ.get("KUBERAY_TEST_PROCESS_NODES", "1"))
     config = PlaneConfig(directory=directory, runtime="process", process_nodes=nodes)

@@ -35,6 +35,8 @@ from typing import Any
 
 import pytest
 
+from kuberay.devenv.testing import skip_unless_strict
+
 START_TIMEOUT = 120.0
 STOP_GRACE = 5.0
 
@@ -174,13 +176,13 @@ def ray_head() -> Iterator[RayHead]:
     # Located, not imported: importing ray into the test process is slow and noisy.
     spec = importlib.util.find_spec("ray")
     if spec is None or spec.origin is None:
-        pytest.skip("ray is not installed (pip install -e '.[e2e]')")
+        skip_unless_strict("ray is not installed (pip install -e '.[e2e]')")
     ray_bin = Path(sys.executable).parent / "ray"
     if not ray_bin.exists():
-        pytest.skip(f"no ray command next to {sys.executable}")
+        skip_unless_strict(f"no ray command next to {sys.executable}")
     package = Path(spec.origin).parent
     if importlib.util.find_spec("aiohttp_cors") is None or not (package / "dashboard").is_dir():
-        pytest.skip("ray is installed without its dashboard (needs ray[default])")
+        skip_unless_strict("ray is installed without its dashboard (needs ray[default])")
     serve_available = (package / "serve").is_dir() and (
         importlib.util.find_spec("fastapi") is not None
     )

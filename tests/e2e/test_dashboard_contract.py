@@ -22,6 +22,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from kuberay.devenv.testing import skip_unless_strict
 from kuberay.ray.dashboard import (
     FAILED,
     PENDING,
@@ -358,7 +359,7 @@ async def test_serve_config_rejects_an_invalid_config(backend: Backend) -> None:
 
 async def test_serve_config_put_deploys_and_removes_an_application(backend: Backend) -> None:
     if backend.head is not None and not backend.head.serve_available:
-        pytest.skip("ray[serve] is not installed")
+        skip_unless_strict("ray[serve] is not installed")
     client = backend.client
     app_config = {
         "name": "contract",

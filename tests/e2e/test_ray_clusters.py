@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from kuberay.devenv.plane import Plane
-from kuberay.devenv.testing import wait_for, wait_gone
+from kuberay.devenv.testing import skip_unless_strict, wait_for, wait_gone
 from kuberay.runtime.client import EVENTS, PODS, KubeClient
 
 from .raykube import (
@@ -182,7 +182,7 @@ def free_port(host: str) -> int:
 def redis_server(host: str, directory: Path) -> Iterator[int]:
     binary = shutil.which("redis-server")
     if binary is None:
-        pytest.skip("redis-server is not installed (scripts/bootstrap.sh installs it)")
+        skip_unless_strict("redis-server is not installed (scripts/bootstrap.sh installs it)")
     port = free_port(host)
     proc = subprocess.Popen(
         [

@@ -21,10 +21,16 @@ import pytest
 from kuberay.devenv.nodeagent import supported
 from kuberay.devenv.nodeagent.network import leftovers
 from kuberay.devenv.plane import Plane, PlaneConfig
-from kuberay.devenv.testing import has_condition, wait_for, wait_gone
+from kuberay.devenv.testing import has_condition, skip_unless_strict, wait_for, wait_gone
 from kuberay.runtime.client import CONFIGMAPS, JOBS, PODS, SECRETS, SERVICES, KubeClient
 
-pytestmark = pytest.mark.skipif(supported() is not None, reason=str(supported()))
+
+@pytest.fixture(autouse=True)
+def _process_runtime_supported() -> None:
+    why = supported()
+    if why is not None:
+        skip_unless_strict(why)
+
 
 PY = "python"
 

@@ -4,6 +4,7 @@ and no duplicate pods when the operator is SIGKILLed mid-flight."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -346,13 +347,34 @@ async def test_redis_gcs_ft_cleanup_finalizer_flow(
     env = {e["name"]: e.get("value") for e in head["spec"]["containers"][0].get("env", [])}
     assert env["RAY_REDIS_ADDRESS"] == "redis:6379"
     assert head["metadata"]["annotations"]["ray.io/ft-enabled"] == "true"
-    await kube.delete(RAYCLUSTERS, "ft", namespace)
-    # pods go first, then a cleanup Job runs (KWOK completes it), then the finalizer is lifted
-    await wait_gone(kube, RAYCLUSTERS, "ft", namespace, timeout=60)
-    jobs = (await kube.list(JOBS, namespace, label_selector="ray.io/node-type=redis-cleanup"))[
-        "items"
-    ]
-    assert [j["metadata"]["name"] for j in jobs] in ([], ["ft-redis-cleanup"])  # GC may have run
+    # Every cleanup Job ever created, seen by a watch opened before the deletion (the Job may
+    # be garbage-collected with the cluster before a later list could see it).
+    selector = "ray.io/node-type=redis-cleanup"
+    listed = await kube.list(JOBS, namespace, label_selector=selector)
+    created: list[str] = []
+
+    async def record() -> None:
+        async for event in kube.watch(
+            JOBS,
+            namespace,
+            resource_version=listed["metadata"]["resourceVersion"],
+            label_selector=selector,
+            timeout_seconds=90,
+        ):
+            if event.type == "ADDED":
+                created.append(event.object["metadata"]["name"])
+
+    watcher = asyncio.create_task(record())
+    try:
+        await kube.delete(RAYCLUSTERS, "ft", namespace)
+        # pods go first, then a cleanup Job runs (KWOK completes it), then the finalizer is
+        # lifted and the cluster is gone
+        await wait_gone(kube, RAYCLUSTERS, "ft", namespace, timeout=60)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    assert created == ["ft-redis-cleanup"]
 
 
 async def test_multi_host_groups_are_whole_replicas(

@@ -12,7 +12,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -252,3 +252,28 @@ async def install_loose_crd(kube: KubeClient, res: Resource, kind: str) -> str:
         await kube.create(CRDS, crd)
     await wait_for(kube, CRDS, name, None, lambda o: has_condition(o, "Established"))
     return name
+
+
+STRICT_ENV = "KUBERAY_TESTS_STRICT"
+
+
+def strict() -> bool:
+    """Whether a missing prerequisite (root, network namespaces, Ray, Redis, Go) fails the run
+    instead of skipping: in CI (``CI`` set) and when ``KUBERAY_TESTS_STRICT=1``, so a machine
+    that lost one of them cannot turn the suite green by running less of it."""
+    import os
+
+    value = os.environ.get(STRICT_ENV)
+    if value is not None:
+        return value not in ("", "0", "false")
+    return bool(os.environ.get("CI"))
+
+
+def skip_unless_strict(reason: str) -> NoReturn:
+    """``pytest.skip(reason)`` on a developer's machine, a failure naming the missing piece in
+    strict runs."""
+    import pytest
+
+    if strict():
+        pytest.fail(f"required by this run ({STRICT_ENV} / CI): {reason}", pytrace=False)
+    pytest.skip(reason)
