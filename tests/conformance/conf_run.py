@@ -15,7 +15,7 @@ import json
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from conf_diff import diff, generic_name, normalize
@@ -35,7 +35,7 @@ from kuberay.runtime.client import (
     KubeClient,
     Resource,
 )
-from kuberay.runtime.errors import AlreadyExists, NotFound
+from kuberay.runtime.errors import NotFound
 from kuberay.runtime.events import EVENTS_V1
 
 Obj = dict[str, Any]
@@ -67,7 +67,6 @@ class Input:
 
     origin: str
     body: Obj
-    extra: list[Obj] = field(default_factory=list)  # objects it refers to (Secrets, ...)
 
     @property
     def kind(self) -> str:
@@ -92,10 +91,6 @@ def _owner(name: str, inputs: Iterable[Input]) -> Input | None:
 
 async def apply(kube: KubeClient, items: list[Input], namespace: str) -> None:
     for item in items:
-        for extra in item.extra:
-            res = Resource("", "v1", extra["kind"].lower() + "s", kind=extra["kind"])
-            with contextlib.suppress(AlreadyExists):
-                await kube.create(res, json.loads(json.dumps(extra)), namespace)
         body = json.loads(json.dumps(item.body))
         body["metadata"].pop("namespace", None)
         await kube.create(INPUT_KINDS[item.kind], body, namespace)
@@ -146,7 +141,7 @@ async def collect(kube: KubeClient, items: list[Input], namespace: str) -> dict[
             if res is SECRETS and obj.get("type") == "kubernetes.io/service-account-token":
                 continue
             owner = _owner(name, items)
-            if owner is None or any(name == x["metadata"]["name"] for x in owner.extra):
+            if owner is None:
                 continue
             if res is RAYCLUSTERS and name == owner.name and owner.kind == "RayCluster":
                 continue  # the input itself

@@ -118,14 +118,18 @@ def solo_py(conf_plane: Plane, tmp_path: Path) -> Iterator[OperatorProcess]:
     op.stop()
 
 
-async def _workers(kube: KubeClient, cluster: str) -> int:
-    items = (await kube.list(PODS, NS, label_selector=f"ray.io/cluster={cluster}"))["items"]
-    return sum(
-        1
-        for p in items
-        if p["metadata"]["labels"].get("ray.io/node-type") == "worker"
-        and not p["metadata"].get("deletionTimestamp")
-    )
+async def _wait_workers(kube: KubeClient, cluster: str, count: int, who: str) -> None:
+    async def reached() -> bool:
+        items = (await kube.list(PODS, NS, label_selector=f"ray.io/cluster={cluster}"))["items"]
+        live = [
+            p
+            for p in items
+            if p["metadata"]["labels"].get("ray.io/node-type") == "worker"
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+        return len(live) == count
+
+    await wait_until(reached, timeout=30, what=f"{who} scaling {cluster} to {count} workers")
 
 
 async def _scale(kube: KubeClient, name: str, replicas: int) -> None:
@@ -195,10 +199,7 @@ async def test_takeover_go_to_ours_and_back(
     assert after == before, _changes(before, after)
     await _scale(kube, "tk", 3)
 
-    async def three() -> bool:
-        return await _workers(kube, "tk") == 3
-
-    await wait_until(three, timeout=30, what="ours scaling the taken-over cluster")
+    await _wait_workers(kube, "tk", 3, "ours")
     obj = await wait_for(
         kube, RAYCLUSTERS, "tk", NS, lambda o: o["status"].get("readyWorkerReplicas") == 3
     )
@@ -214,10 +215,7 @@ async def test_takeover_go_to_ours_and_back(
     await _wait_reconciled(go_port, {"raycluster": 3})
     await _scale(kube, "tk", 4)
 
-    async def four() -> bool:
-        return await _workers(kube, "tk") == 4
-
-    await wait_until(four, timeout=30, what="the Go operator scaling the cluster ours ran")
+    await _wait_workers(kube, "tk", 4, "the Go operator")
     end = await _state(kube)
     assert set(mid["pods"]) < set(end["pods"])
     assert len(end["pods"]) == len(mid["pods"]) + 1

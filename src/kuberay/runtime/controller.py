@@ -222,18 +222,15 @@ class Controller:
             self.queue.add_rate_limited(key)
         except asyncio.CancelledError:
             raise
-        except ApiError as exc:
+        except Exception as exc:
             # An answer from the apiserver (a missing object, a rejected write) is an expected
-            # state, retried with back-off: one line with the server's words, no traceback.
-            # Tracebacks are for the bugs below.
+            # state, retried with back-off: one line with the server's words. A traceback is
+            # for anything else, i.e. a bug.
             outcome = "error"
-            log.error("reconcile of %s failed: %s", key, exc)
-            if m is not None:
-                m.reconcile_errors.labels(self.name).inc()
-            self.queue.add_rate_limited(key)
-        except Exception:
-            outcome = "error"
-            log.exception("reconcile of %s failed", key)
+            if isinstance(exc, ApiError):
+                log.error("reconcile of %s failed: %s", key, exc)
+            else:
+                log.exception("reconcile of %s failed", key)
             if m is not None:
                 m.reconcile_errors.labels(self.name).inc()
             self.queue.add_rate_limited(key)
