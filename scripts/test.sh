@@ -14,6 +14,9 @@ lint-imports
 
 echo "== control-plane binaries"
 kuberay dev build
+# Built on demand otherwise; built here so that no test's time limit includes a cold Go build:
+# the Go operator (conformance) and Prometheus with promtool (monitoring).
+python -m kuberay.devenv.binaries ray-operator prometheus promtool
 
 echo "== tests"
 pytest "$@"

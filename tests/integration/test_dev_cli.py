@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,3 +130,30 @@ def test_demo_starts_a_plane_and_shows_a_ready_cluster(plane_name: str) -> None:
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert "state=ready" in demo.stdout, demo.stdout
     assert "kuberay dev down" in demo.stdout
+
+
+def test_up_with_prometheus_serves_and_stops_with_the_plane(plane_name: str) -> None:
+    up = _run("up", "--name", plane_name, "--nodes", "1", "--with-prometheus", timeout=300)
+    assert up.returncode == 0, up.stdout + up.stderr
+    state = json.loads((cache_root() / "planes" / plane_name / "state.json").read_text())
+    url = state["prometheus"]
+    assert f"prometheus: {url}" in up.stdout
+    assert f"prometheus: {url}" in _run("status", "--name", plane_name).stdout
+
+    def jobs() -> set[str]:
+        with urllib.request.urlopen(f"{url}/api/v1/targets", timeout=10) as resp:
+            return {t["labels"]["job"] for t in json.loads(resp.read())["data"]["activeTargets"]}
+
+    deadline = time.monotonic() + 30  # the scrape manager applies the config just after ready
+    while "kuberay-operator" not in jobs() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert "kuberay-operator" in jobs()
+    with urllib.request.urlopen(f"{url}/api/v1/rules", timeout=10) as resp:
+        groups = json.loads(resp.read())["data"]["groups"]
+    assert "kuberay-operator" in {g["name"] for g in groups}, "the shipped alert rules are loaded"
+    supervisor = int((cache_root() / "planes" / plane_name / "supervisor.pid").read_text())
+    down = _run("down", "--name", plane_name)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert _wait_dead([supervisor]) == []
+    with pytest.raises(urllib.error.URLError, match="refused"):
+        urllib.request.urlopen(f"{url}/-/ready", timeout=2)

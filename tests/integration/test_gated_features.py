@@ -9,7 +9,6 @@ is reported, not applied."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -65,6 +64,7 @@ async def np_operator(
         "--feature-gates=RayClusterNetworkPolicy=true,RayClusterMTLS=true,"
         "GCSFaultToleranceEmbeddedStorage=true",
         f"--watch-namespace={namespace}",
+        trace=True,
     )
     op.start()
     try:
@@ -114,12 +114,22 @@ async def test_policies_follow_the_spec(
     assert {"ports": [{"port": 8265, "protocol": "TCP"}]} in head["spec"]["ingress"]
     assert head["metadata"]["ownerReferences"][0]["kind"] == "RayCluster"
 
-    # Converged: nothing is rewritten (the missing protocol compares equal to TCP).
+    # Converged: nothing is rewritten (the missing protocol compares equal to TCP). The watch
+    # event of each policy's creation makes the controller compare it with the spec: wait for
+    # the reconciles that saw both, then check that neither was written again.
     version = head["metadata"]["resourceVersion"]
-    await asyncio.sleep(3)
+    workers = await policy(kube, namespace, "iso-workers-small")
+    assert workers is not None
+    trace = np_operator.trace
+    assert trace is not None
+    for created in (head, workers):
+        await trace.wait_processed("networkpolicy", "networkpolicies", created, owner="iso")
     again = await policy(kube, namespace, "iso-head")
     assert again is not None
     assert again["metadata"]["resourceVersion"] == version
+    again = await policy(kube, namespace, "iso-workers-small")
+    assert again is not None
+    assert again["metadata"]["resourceVersion"] == workers["metadata"]["resourceVersion"]
 
     await kube.patch(
         RAYCLUSTERS, "iso", {"spec": {"networkPolicy": {"mode": "DenyAllIngress"}}}, namespace

@@ -257,3 +257,80 @@ async def test_operator_runs_under_the_generated_rbac(
         if "forbidden" in line.lower() and "because it is being terminated" not in line
     ]
     assert forbidden == [], "\n".join(forbidden[:20])
+
+
+# What docs/threat-model.md says the operator's identity may and may not do, asked of the real
+# authorizer (SubjectAccessReview, with the groups a ServiceAccount token carries) in a namespace
+# the operator watches, so that no default or aggregated binding widens the generated role.
+ALLOWED = [
+    ("", "secrets", "get", ""),
+    ("", "secrets", "create", ""),
+    ("", "pods", "create", ""),
+    ("rbac.authorization.k8s.io", "roles", "create", ""),
+    ("ray.io", "rayclusters", "update", "status"),
+]
+DENIED = [
+    ("", "secrets", "list", ""),
+    ("", "secrets", "watch", ""),
+    ("", "secrets", "delete", ""),
+    ("", "secrets", "update", ""),
+    ("", "pods", "create", "exec"),
+    ("", "pods", "get", "log"),
+    ("", "pods", "deletecollection", ""),
+    ("", "configmaps", "get", ""),
+    ("", "serviceaccounts", "create", "token"),
+    ("rbac.authorization.k8s.io", "roles", "bind", ""),
+    ("rbac.authorization.k8s.io", "roles", "escalate", ""),
+    ("rbac.authorization.k8s.io", "clusterroles", "create", ""),
+    ("", "users", "impersonate", ""),
+    ("", "serviceaccounts", "impersonate", ""),
+    ("coordination.k8s.io", "leases", "update", ""),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "update", ""),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "create", ""),
+]
+
+
+async def _allowed(
+    kube: KubeClient, install_ns: str, ns: str | None, attrs: tuple[str, str, str, str]
+) -> bool:
+    group, resource, verb, subresource = attrs
+    resource_attributes: dict[str, str] = {"group": group, "resource": resource, "verb": verb}
+    if subresource:
+        resource_attributes["subresource"] = subresource
+    if ns is not None:
+        resource_attributes["namespace"] = ns
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": f"system:serviceaccount:{install_ns}:{manifests.NAME}",
+            "groups": [
+                "system:serviceaccounts",
+                f"system:serviceaccounts:{install_ns}",
+                "system:authenticated",
+            ],
+            "resourceAttributes": resource_attributes,
+        },
+    }
+    answer = await kube.request(
+        "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review
+    )
+    return bool(answer["status"].get("allowed"))
+
+
+async def test_threat_model_claims_hold_on_the_real_authorizer(
+    kube: KubeClient, namespace: str, install_ns: str
+) -> None:
+    cluster_scoped = await _install_rbac(kube, install_ns, install_ns)
+    try:
+        for ns in (namespace, None):  # a watched namespace, and cluster-wide
+            allowed = [a for a in ALLOWED if await _allowed(kube, install_ns, ns, a)]
+            assert allowed == ALLOWED, ns
+            denied = [a for a in DENIED if await _allowed(kube, install_ns, ns, a)]
+            assert denied == [], f"granted but documented as absent ({ns or 'cluster-wide'})"
+        # The Lease permissions are the leader-election Role's, in the operator's namespace only.
+        lease = ("coordination.k8s.io", "leases", "update", "")
+        assert await _allowed(kube, install_ns, install_ns, lease)
+    finally:
+        for res, name in cluster_scoped:
+            await kube.delete(res, name)

@@ -6,12 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_fixture import OperatorProcess, install_crds
+from operator_fixture import OperatorProcess
 
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import condition, has_condition, wait_for, wait_gone, wait_until
@@ -53,24 +52,6 @@ def raycluster(name: str, replicas: int = 2, **spec_extra: Any) -> dict[str, Any
         "metadata": {"name": name},
         "spec": spec,
     }
-
-
-@pytest.fixture(scope="module")
-def operator_proc(
-    plane: Plane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    op = OperatorProcess(plane, tmp_path_factory.mktemp("operator"))
-    yield op
-    op.stop()
-
-
-@pytest.fixture(scope="module")
-async def ray_operator(
-    kube: KubeClient, operator_proc: OperatorProcess
-) -> AsyncIterator[OperatorProcess]:
-    await install_crds(kube)
-    operator_proc.start()
-    return operator_proc
 
 
 async def pods_of(kube: KubeClient, ns: str, cluster: str, extra: str = "") -> list[dict[str, Any]]:
@@ -195,8 +176,10 @@ async def test_scale_by_replicas_and_by_workers_to_delete(
         {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 2},
         {"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy", "value": {}},
     ]
-    await kube.patch(RAYCLUSTERS, "scale", patch, namespace, content_type=JSON_PATCH)
-    await asyncio.sleep(3)
+    lowered = await kube.patch(RAYCLUSTERS, "scale", patch, namespace, content_type=JSON_PATCH)
+    # A reconcile that saw the lowered replicas has finished (any delete it made is visible).
+    assert ray_operator.trace is not None
+    await ray_operator.trace.wait_processed("raycluster", "rayclusters", lowered)
     assert len(await pods_of(kube, namespace, "scale", "ray.io/node-type=worker")) == 4
 
 
@@ -319,10 +302,16 @@ async def test_sigkill_mid_creation_leaves_no_duplicates(
 
     await wait_until(some_pods, timeout=30, what="pod creation to be under way")
     ray_operator.kill()
+    assert ray_operator.trace is not None
+    restarted = ray_operator.trace.mark()
     ray_operator.start()
     for name in clusters:
-        await wait_ready(kube, namespace, name, timeout=120)
-    await asyncio.sleep(3)  # let any stray duplicate show up
+        ready = await wait_ready(kube, namespace, name, timeout=120)
+        # The new process reconciled the cluster as it is now, with its caches synced: a
+        # duplicate it was going to make from a stale view has been created by then.
+        await ray_operator.trace.wait_processed(
+            "raycluster", "rayclusters", ready, after=restarted, timeout=60
+        )
     for name in clusters:
         pods = await pods_of(kube, namespace, name)
         heads = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "head"]
@@ -598,8 +587,16 @@ async def test_stall_reasons_reach_the_status(
     assert obj["status"]["conditions"]
 
     quota = {"metadata": {"name": "tiny"}, "spec": {"hard": {"pods": "2"}}}
-    await kube.create(Resource("", "v1", "resourcequotas"), quota, namespace)
-    await asyncio.sleep(1)  # let the quota controller fill in usage
+    quotas = Resource("", "v1", "resourcequotas")
+    await kube.create(quotas, quota, namespace)
+    await wait_for(
+        kube,
+        quotas,
+        "tiny",
+        namespace,
+        lambda o: "pods" in ((o.get("status") or {}).get("used") or {}),
+        what="the quota controller to fill in usage",
+    )
     await kube.create(RAYCLUSTERS, raycluster("over-quota", replicas=3), namespace)
     obj = await wait_for(
         kube,

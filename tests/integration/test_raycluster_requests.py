@@ -13,7 +13,7 @@ from operator_fixture import install_crds
 from kuberay.controllers.raycluster import RAYCLUSTERS, RayClusterConfig
 from kuberay.controllers.raycluster import register as register_raycluster
 from kuberay.devenv.plane import Plane
-from kuberay.devenv.testing import wait_for
+from kuberay.devenv.testing import reconcile_trace, wait_for
 from kuberay.runtime.client import KubeClient, load_kubeconfig
 from kuberay.runtime.manager import Manager, ManagerOptions
 
@@ -43,6 +43,7 @@ async def test_autoscaler_rbac_is_created_once(
     counted: Counter[tuple[str, str, int]] = Counter()
     client = KubeClient(load_kubeconfig(plane.kubeconfig))
     client.observers.append(lambda method, status, _, res: counted.update([(method, res, status)]))
+    trace = reconcile_trace()  # before the Manager: its controllers are traced from creation
     mgr = Manager(client, ManagerOptions(metrics_addr=None, probe_addr=None, leader_election=False))
     register_raycluster(mgr, RayClusterConfig(default_requeue_seconds=0.5), [namespace])
     stop = asyncio.Event()
@@ -57,11 +58,12 @@ async def test_autoscaler_rbac_is_created_once(
             lambda o: (o.get("status") or {}).get("state") == "ready",
             what="cluster ready",
         )
-        # Several more passes: spec edits plus the (shortened) periodic resync.
+        # Several more passes: edits plus the (shortened) periodic resync. Each round waits
+        # for two finished reconciles that saw the edit (the edit's own and a resync).
         for i in range(3):
             patch = {"metadata": {"annotations": {"touch": str(i)}}}
-            await kube.patch(RAYCLUSTERS, "auto", patch, namespace)
-            await asyncio.sleep(0.7)
+            touched = await kube.patch(RAYCLUSTERS, "auto", patch, namespace)
+            await trace.wait_processed("raycluster", "rayclusters", touched, count=2)
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)

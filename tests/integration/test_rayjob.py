@@ -34,7 +34,13 @@ from kuberay.controllers.raycronjob import register as register_raycronjob
 from kuberay.controllers.rayjob import RAYJOBS, RayJobConfig
 from kuberay.controllers.rayjob import register as register_rayjob
 from kuberay.devenv.plane import Plane
-from kuberay.devenv.testing import condition, wait_for, wait_gone, wait_until
+from kuberay.devenv.testing import (
+    condition,
+    reconcile_trace,
+    wait_for,
+    wait_gone,
+    wait_until,
+)
 from kuberay.ray.dashboard import JobInfo, JobSubmitRequest
 from kuberay.ray.fake import FakeDashboardRegistry
 from kuberay.runtime.client import JOBS, PODS, SERVICES, KubeClient, Resource, load_kubeconfig
@@ -222,6 +228,10 @@ class Operator:
         self.task: asyncio.Task[int] | None = None
         self.lives = 0
         self.job_metrics = RayJobMetrics([])
+        # Every submitter Job the operator created, across lives: (name, uid). Each is one
+        # submitter pod run on a real cluster.
+        self.submitter_jobs: list[tuple[str, str]] = []
+        self.trace = reconcile_trace()
 
     def dashboard(self, cluster: str) -> Any:
         return self.registry.get(
@@ -269,10 +279,13 @@ class Operator:
 
     async def _play_submitters(self, when: str, method: str, path: str, obj: Any) -> None:
         """Plays the cluster's part once the operator created a submitter Job or a head pod
-        with the sidecar: the submitter submits its id unless it already exists."""
+        with the sidecar: as upstream's submitter script, it checks ``ray job status <id>``
+        and submits only when the id is absent. Every Job created is recorded, so a second
+        submitter (a retry of the submission) is seen even though it submits nothing."""
         if when != "after" or method != "POST" or not isinstance(obj, dict):
             return
         if path.startswith("/apis/batch/v1/"):
+            self.submitter_jobs.append((obj["metadata"]["name"], obj["metadata"]["uid"]))
             container = obj["spec"]["template"]["spec"]["containers"][0]
             env = {e["name"]: e.get("value") for e in container.get("env") or []}
             url = "http://" + str(env["RAY_DASHBOARD_ADDRESS"])
@@ -454,7 +467,16 @@ async def test_sidecar_mode(kube: KubeClient, namespace: str, operator: Operator
     assert "healthy at http://127.0.0.1:8265 ..." in submitter["args"][0]
     assert submitter["args"][0].endswith(" ;")
     assert not await exists(kube, JOBS, "side", namespace)
-    await asyncio.sleep(1.5)  # the job finishes, but the sidecar has not exited yet
+    # The job finishes (the fake runs "sleep 1"), but the sidecar has not exited yet: once a
+    # reconcile that started after the job ended has finished, the RayJob is still Running.
+    fake = operator.dashboard(cluster_name)
+    job_id = obj["status"]["jobId"]
+    await wait_until(
+        lambda: _async(job_id in fake.jobs and fake.job_status(job_id) == "SUCCEEDED"),
+        what="the Ray job to succeed",
+    )
+    ended = operator.trace.mark()
+    await operator.trace.wait_reconciled("rayjob", namespace, "side", after=ended)
     assert deployment(await kube.get(RAYJOBS, "side", namespace)) == "Running"
     statuses = copy.deepcopy(head["status"]["containerStatuses"])
     for cs in statuses:
@@ -504,7 +526,8 @@ async def test_cluster_selector_uses_existing_cluster(
     obj = await wait_state(kube, namespace, "sel", "Complete")
     assert obj["status"]["rayClusterName"] == "shared"
     assert obj["status"]["rayClusterStatus"]["state"] == "ready"
-    await asyncio.sleep(1)
+    # A reconcile that saw the job Complete has finished: it would have deleted the cluster.
+    await operator.trace.wait_processed("rayjob", "rayjobs", obj)
     assert await exists(kube, RAYCLUSTERS, "shared", namespace), "never deleted"
     assert not await exists(kube, SERVICES, "sel-head-svc", namespace)
 
@@ -718,8 +741,11 @@ async def test_validation_failed_and_managed_by(
     assert obj["status"]["reason"] == "ValidationFailed"
     assert "not allowed to be suspended" in obj["status"]["message"]
     assert "InvalidRayJobSpec" in await events_of(kube, namespace, "bad")
-    await kube.create(RAYJOBS, rayjob("mk", managedBy="kueue.x-k8s.io/multikueue"), namespace)
-    await asyncio.sleep(2)
+    created = await kube.create(
+        RAYJOBS, rayjob("mk", managedBy="kueue.x-k8s.io/multikueue"), namespace
+    )
+    # The operator reconciled the new RayJob (and left it alone).
+    await operator.trace.wait_processed("rayjob", "rayjobs", created)
     obj = await kube.get(RAYJOBS, "mk", namespace)
     assert not obj.get("status")
     assert not obj["metadata"].get("finalizers")
@@ -887,5 +913,14 @@ async def test_crash_at_every_write_never_submits_twice(
     if mode == "HTTPMode":
         fake = op.registry.matching(status["rayClusterName"])
         assert fake.submissions[status["jobId"]] == 1, "the operator submitted once"
+        assert op.submitter_jobs == []
+    else:
+        # The played submitter never submits an id twice, as upstream's script checks first;
+        # so count the submitter runs themselves: one Job was ever created, and it is the one
+        # still there, not being deleted (nor deleted and made again).
+        assert len(op.submitter_jobs) == 1, op.submitter_jobs
+        job = await kube.get(JOBS, "safe", namespace)
+        assert op.submitter_jobs == [("safe", job["metadata"]["uid"])]
+        assert not job["metadata"].get("deletionTimestamp"), "the submitter Job was deleted"
     print(f"{mode} writes={writes} after={after}: complete after {op.lives} operator lives")
     assert op.lives > 3, "the run really was interrupted"

@@ -33,7 +33,14 @@ from kuberay.controllers.rayservice import (
 from kuberay.controllers.rayservice import register as register_rayservice
 from kuberay.devenv.gatewayapi import GatewayApiUnavailable, install_gateway_api
 from kuberay.devenv.plane import Plane
-from kuberay.devenv.testing import condition, skip_unless_strict, wait_for, wait_gone, wait_until
+from kuberay.devenv.testing import (
+    condition,
+    reconcile_trace,
+    skip_unless_strict,
+    wait_for,
+    wait_gone,
+    wait_until,
+)
 from kuberay.ray.fake import FakeDashboard, FakeDashboardRegistry
 from kuberay.runtime.client import PODS, SERVICES, KubeClient, Resource, load_kubeconfig
 from kuberay.runtime.errors import ApiError, NotFound
@@ -148,6 +155,7 @@ class Operator:
         self.reconciler: RayServiceReconciler | None = None
         self.stop_event = asyncio.Event()
         self.task: asyncio.Task[int] | None = None
+        self.trace = reconcile_trace()  # before any Manager: its controllers are traced
 
     def dashboard(self, cluster: str) -> FakeDashboard:
         return self.registry.get(
@@ -338,7 +346,9 @@ async def test_serve_config_change_applied_in_place(
     assert active_name(obj) == active
     assert not pending_name(obj)
     assert await cluster_names(kube, namespace) == {active}
-    await asyncio.sleep(1.5)
+    # Two reconciles that saw the apps RUNNING again (the periodic requeue is 0.5 s) compared
+    # the config with Serve's: neither may PUT it again.
+    await operator.trace.wait_processed("rayservice", "rayservices", obj, count=2)
     assert fake.serve_updates == 2, "the same config is never PUT twice"
 
 
@@ -350,7 +360,7 @@ async def test_replica_change_updates_the_cluster_in_place(
     spec = copy.deepcopy(obj["spec"]["rayClusterConfig"])
     spec["workerGroupSpecs"][0]["replicas"] = 2
     await kube.patch(RAYSERVICES, "scale", {"spec": {"rayClusterConfig": spec}}, namespace)
-    await wait_for(
+    updated = await wait_for(
         kube,
         RAYCLUSTERS,
         active,
@@ -358,7 +368,8 @@ async def test_replica_change_updates_the_cluster_in_place(
         lambda o: o["spec"]["workerGroupSpecs"][0]["replicas"] == 2,
         what="replicas updated in place",
     )
-    await asyncio.sleep(1.5)
+    # A RayService reconcile that saw the updated cluster has finished: no pending cluster.
+    await operator.trace.wait_processed("rayservice", "rayclusters", updated, owner="scale")
     obj = await kube.get(RAYSERVICES, "scale", namespace)
     assert active_name(obj) == active
     assert not pending_name(obj)
@@ -449,8 +460,12 @@ async def test_restart_keeps_scheduled_deletion_time(
     )
     due = marked["metadata"]["annotations"][ANNOTATION_DELETION_AT]
     await operator.stop()
+    restarted = operator.trace.mark()
     await operator.start()
-    await asyncio.sleep(2)
+    # The new operator saw the marked cluster and reconciled the RayService since.
+    await operator.trace.wait_processed(
+        "rayservice", "rayclusters", marked, owner="keep", after=restarted
+    )
     cluster = await kube.get(RAYCLUSTERS, old, namespace)
     assert cluster["metadata"]["annotations"][ANNOTATION_DELETION_AT] == due
     assert not cluster["metadata"].get("deletionTimestamp")
@@ -518,7 +533,15 @@ async def test_initializing_timeout_is_terminal(
         return not await cluster_names(kube, namespace)
 
     await wait_until(no_clusters, what="clusters deleted", timeout=30)
-    await asyncio.sleep(1.5)
+    # The operator saw every deletion, then reconciled the RayService (the last deletion's
+    # event is what enqueues it: a timed-out RayService without clusters is not requeued):
+    # that pass must not make a new cluster.
+    gone = [
+        await operator.trace.wait_applied("rayclusters", namespace, name, deleted=True)
+        for name in operator.trace.names("rayclusters", namespace)
+    ]
+    assert gone, "the operator had made a cluster"
+    await operator.trace.wait_reconciled("rayservice", namespace, "slow", after=max(gone))
     assert not await cluster_names(kube, namespace), "no new cluster after the timeout"
     obj = await kube.get(RAYSERVICES, "slow", namespace)
     assert condition(obj, "Ready")["reason"] == "InitializingTimeout"  # type: ignore[index]
@@ -795,8 +818,10 @@ async def test_incremental_upgrade_steps_traffic_and_capacity_then_promotes(
         assert "Accepted and Programmed" in upgrade_message(obj)
         assert side(obj, "pending")["targetCapacity"] == 0
         assert side(obj, "pending")["trafficRoutedPercent"] == 0
-        # Nothing moves until the Gateway works.
-        await asyncio.sleep(1.5)
+        # Nothing moves until the Gateway works: two reconciles since (the requeue is 0.5 s).
+        await operator.trace.wait_reconciled(
+            "rayservice", namespace, "inc", after=operator.trace.mark(), count=2
+        )
         assert operator.registry.capacities(new) in ([], [0])
         # A Gateway controller reports the objects ready: the migration runs to promotion.
         gateway_controller.enabled = True
@@ -884,7 +909,9 @@ async def test_incremental_rollback_when_the_spec_returns(
 
     await wait_until(route_on_old_only, what="route back on the old cluster only", timeout=30)
     await wait_gone(kube, RAYCLUSTERS, new, namespace, timeout=30)
-    await asyncio.sleep(1)
+    # A reconcile after the operator saw the new cluster gone: no further pending cluster.
+    gone = await operator.trace.wait_applied("rayclusters", namespace, new, deleted=True)
+    await operator.trace.wait_reconciled("rayservice", namespace, "rb", after=gone)
     obj = await kube.get(RAYSERVICES, "rb", namespace)
     assert active_name(obj) == old
     assert not pending_name(obj), "the spec is the active one again: no new cluster"

@@ -303,7 +303,7 @@ async def test_manager_probes_metrics_and_clean_stop(plane: Plane, namespace: st
                 text = await resp.text()
         for name in (
             'controller_runtime_reconcile_total{controller="cm",result="success"}',
-            'workqueue_adds_total{name="cm"}',
+            'workqueue_adds_total{controller="cm",name="cm"}',
             "rest_client_requests_total",
             'kuberay_informer_events_total{resource="configmaps",type="ADDED"}',
             'leader_election_master_status{name="ray-operator-leader"} 1.0',

@@ -102,9 +102,20 @@ def test_go_operator_is_an_on_demand_component_pinned_to_its_version() -> None:
     # the plane (and `kuberay dev build`) never needs it
     assert binaries.GO_OPERATOR_BINARY not in binaries.ALL_BINARIES
     assert binaries.GO_OPERATOR_BINARY in binaries.KNOWN_BINARIES
-    assert all(not c.on_demand for c in binaries.COMPONENTS if c is not comp)
+    on_demand = {c.name for c in binaries.COMPONENTS if c.on_demand}
+    assert on_demand == {"kuberay-operator", "prometheus"}
     go_mod = (binaries.source_root() / comp.module_dir / "go.mod").read_text()
     assert f"github.com/ray-project/kuberay/ray-operator {binaries.GO_OPERATOR_VERSION}" in go_mod
+
+
+def test_prometheus_is_on_demand_and_pinned() -> None:
+    comp = next(c for c in binaries.COMPONENTS if "promtool" in c.packages)
+    assert comp.on_demand and set(comp.packages) == {"prometheus", "promtool"}
+    assert "prometheus" not in binaries.ALL_BINARIES
+    go_mod = (binaries.source_root() / comp.module_dir / "go.mod").read_text()
+    assert f"github.com/prometheus/prometheus {binaries.PROMETHEUS_VERSION}" in go_mod
+    # Go module v0.316.0 is Prometheus 3.16.0: `prometheus --version` says the release.
+    assert "common/version.Version=3.16.0" in " ".join(comp.ldflags)
 
 
 def test_go_operator_is_found_on_demand_without_building(

@@ -451,7 +451,10 @@ def test_chart_toggles() -> None:
             "batchScheduler": {"name": "volcano"},
             "featureGates": [{"name": "RayCronJob", "enabled": True}],
             "leaderElectionEnabled": False,
-            "metrics": {"serviceMonitor": {"enabled": True, "selector": {"release": "prom"}}},
+            "metrics": {
+                "enabled": False,  # as upstream: the ServiceMonitor does not depend on it
+                "serviceMonitor": {"enabled": True, "additionalLabels": {"release": "prom"}},
+            },
             "env": [{"name": "ENABLE_RANDOM_POD_DELETE", "value": "true"}],
             "image": {"repository": "registry.example/kuberay-py", "tag": "1.2.3"},
         }

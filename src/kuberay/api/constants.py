@@ -465,3 +465,10 @@ RECORDER_RAYSERVICE: Final = "rayservice-controller"
 RECORDER_RAYCRONJOB: Final = "raycronjob-controller"
 RECORDER_NETWORKPOLICY: Final = "networkpolicy-controller"
 RECORDER_MTLS: Final = "raycluster-mtls-controller"
+
+# Beyond upstream: a worker group's negative ``replicas`` is clamped as upstream does, but said
+# (a Warning event always; this RayCluster condition while the RayClusterStatusConditions gate
+# is on). Upstream has no condition or event of these names.
+COND_WORKER_REPLICAS_ADJUSTED: Final = "WorkerReplicasAdjusted"
+REASON_NEGATIVE_REPLICAS: Final = "NegativeReplicas"
+EVENT_INVALID_REPLICAS: Final = "InvalidReplicas"

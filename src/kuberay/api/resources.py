@@ -4,6 +4,9 @@ Replica counts follow upstream exactly: a group's desired count is ``replicas`` 
 ``[minReplicas, maxReplicas]`` (max wins when min > max; 0 for a suspended group), times
 ``numOfHosts``; min/max totals skip suspended groups and the max total saturates at int32 max.
 Resource totals use *unclamped* ``replicas`` (what the spec asks for) and add the head pod.
+A negative ``replicas`` is accepted, as upstream does (only negative min/max are invalid), and
+clamped like any other value; ``replica_warnings`` names each such group, the value given and
+the value used, so the clamp is reported (event and condition) instead of silent.
 Per container, requests are used with limits filling in missing keys.
 
 Quantities are summed exactly and printed in Kubernetes canonical form; GPU is the sum of every
@@ -87,6 +90,24 @@ def desired_worker_replicas(group: JsonDict) -> int:
     if replicas is None or _int(replicas, 0) < minimum:
         return minimum
     return min(_int(replicas, 0), maximum)
+
+
+def replica_warnings(cluster: JsonDict) -> list[str]:
+    """One line per worker group whose ``replicas`` is negative: the group, the value given and
+    the replica count used instead (the clamp of ``desired_worker_replicas``, ignoring a
+    group's own ``suspend``, which only pauses it). Empty when every group is fine."""
+    out: list[str] = []
+    for group in worker_groups(cluster):
+        replicas = group.get("replicas")
+        if replicas is None or _int(replicas, 0) >= 0:
+            continue
+        used = desired_worker_replicas({**group, "suspend": False})
+        bound = "minReplicas" if used == _int(group.get("minReplicas"), 0) else "maxReplicas"
+        out.append(
+            f"worker group {group.get('groupName', '')!r}: replicas {_int(replicas, 0)} is"
+            f" negative, using {used} ({bound})"
+        )
+    return out
 
 
 def desired_worker_pods(group: JsonDict) -> int:

@@ -80,6 +80,8 @@ def _print_ready(state: dict[str, Any]) -> None:
         print("Run the operator on the host with --use-kubernetes-proxy (cluster DNS names")
         print("resolve only inside pods):")
         print(f"  kuberay operator --kubeconfig {kubeconfig} --use-kubernetes-proxy")
+    if state.get("prometheus"):
+        print(f"  prometheus: {state['prometheus']}   (scrapes the operator on 127.0.0.1:8080)")
     print("Stop it with: kuberay dev down")
 
 
@@ -99,7 +101,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.foreground:
         pid_file.write_text(str(os.getpid()))
         try:
-            return run(config)
+            return run(config, with_prometheus=args.with_prometheus)
         finally:
             pid_file.unlink(missing_ok=True)
     log_path = directory / "supervisor.log"
@@ -108,6 +110,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     argv += [f"--node-memory={args.node_memory}", f"--node-gpus={args.node_gpus}"]
     if args.unlimited:
         argv.append("--unlimited")
+    if args.with_prometheus:
+        argv.append("--with-prometheus")
     argv += [f"--runtime={args.runtime}", f"--process-nodes={args.process_nodes}"]
     if args.image_map is not None:
         argv.append(f"--image-map={args.image_map.resolve()}")
@@ -130,7 +134,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             sys.stdout.write(chunk.decode(errors="replace"))
             sys.stdout.flush()
         state = _read_state(directory)
-        if state is not None:
+        if state is not None and (state.get("prometheus") or not args.with_prometheus):
             _print_ready(state)
             return 0
         if proc.poll() is not None:
@@ -187,6 +191,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0 if starting else 3
     print(f"plane {args.name!r}: running at {state['server']}")
     print(f"  kubeconfig: {state['kubeconfig']}")
+    if state.get("prometheus"):
+        print(f"  prometheus: {state['prometheus']}")
     for comp in state["components"]:
         alive = "up" if _pid_alive(int(comp["pid"])) else "DOWN"
         print(f"  {comp['name']:<24} pid {comp['pid']:<8} {alive:<5} log {comp['log']}")

@@ -314,11 +314,15 @@ featureGates:
 metrics:
   # --enable-metrics: the kuberay_* metrics. /metrics always serves the runtime metrics.
   enabled: true
+  # As upstream, independent of `enabled`: /metrics always serves the runtime metrics.
   serviceMonitor:
     enabled: false
     interval: 30s
+    # Keeps the kuberay_* series' own namespace label over the target's.
     honorLabels: true
-    # Extra labels for your Prometheus' serviceMonitorSelector.
+    # Extra labels on the ServiceMonitor, for your Prometheus' serviceMonitorSelector.
+    additionalLabels: {{}}
+    # Earlier name of additionalLabels, still honoured.
     selector: {{}}
     # Defaults to the release namespace.
     namespace: ""
@@ -708,7 +712,7 @@ spec:
 """
 
 SERVICE_MONITOR_TEMPLATE = """\
-{{- if and .Values.metrics.enabled .Values.metrics.serviceMonitor.enabled }}
+{{- if .Values.metrics.serviceMonitor.enabled }}
 apiVersion: monitoring.coreos.com/v1
 kind: ServiceMonitor
 metadata:
@@ -716,6 +720,9 @@ metadata:
   namespace: {{ default .Release.Namespace .Values.metrics.serviceMonitor.namespace }}
   labels:
     {{- include "kuberay-operator.labels" . | nindent 4 }}
+    {{- with .Values.metrics.serviceMonitor.additionalLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
     {{- with .Values.metrics.serviceMonitor.selector }}
     {{- toYaml . | nindent 4 }}
     {{- end }}

@@ -21,6 +21,9 @@ Invariants and failure modes:
   read, so a stale write fails with Conflict and is simply redone from fresh state.
 - Invalid specs get a Warning event with upstream's message and are not retried until the spec
   changes; a spec the models cannot even parse is reported the same way, never a crash.
+- A negative worker ``replicas`` is not invalid upstream (it is clamped to minReplicas); it is
+  clamped the same way here but never silently: an ``InvalidReplicas`` Warning event (once per
+  distinct note, whatever the gates) and the ``WorkerReplicasAdjusted`` condition.
 """
 
 from __future__ import annotations
@@ -231,9 +234,7 @@ class RayClusterReconciler:
                 mgr.informer(ROLEBINDINGS, namespace=ns, label_selector=OWNED_SELECTOR)
             )
             ctrl.for_(clusters, predicate)
-            clusters.add_handler(
-                Handler(on_delete=lambda o: self.recorder.forget(o["metadata"].get("uid", "")))
-            )
+            clusters.add_handler(Handler(on_delete=self._forget_cluster))
             ctrl.owns(jobs, c.KIND_RAYCLUSTER, "ray.io")
             self.jobs.append(jobs)
             ctrl.owns(pods, c.KIND_RAYCLUSTER, "ray.io")
@@ -243,6 +244,15 @@ class RayClusterReconciler:
             self.services.append(services)
         self.controller = ctrl
         self.expectations = Expectations(self._lookup_pod)
+        # uid -> the InvalidReplicas note last sent, so a spec with a negative replicas gets one
+        # event per distinct problem, not one per pass (which would also use up the cluster's
+        # event budget and hide its pod events).
+        self._replica_notes: dict[str, str] = {}
+
+    def _forget_cluster(self, obj: Obj) -> None:
+        uid = obj["metadata"].get("uid", "")
+        self.recorder.forget(uid)
+        self._replica_notes.pop(uid, None)
 
     # ------------------------------------------------------------------ cache access
     _cached = staticmethod(find_cached)
@@ -288,6 +298,7 @@ class RayClusterReconciler:
             return finalizer_result
         if cluster["metadata"].get("deletionTimestamp"):
             return None
+        self._warn_replicas(cluster)
 
         error: _ReconcileError | None = None
         more_work = DONE
@@ -316,7 +327,9 @@ class RayClusterReconciler:
             return Result(requeue_after=0.001)
         if more_work == MORE_LATER:
             return Result(requeue_after=self.config.hold_requeue_seconds)
-        if error is not None or changed:
+        if error is not None:
+            return Result(requeue_after=self.config.error_requeue_seconds, failed=True)
+        if changed:
             return Result(requeue_after=self.config.error_requeue_seconds)
         return Result(requeue_after=self.config.default_requeue_seconds)
 
@@ -344,6 +357,20 @@ class RayClusterReconciler:
         if err:
             return c.EVENT_INVALID_RAYCLUSTER_STATUS, err, True
         return None
+
+    def _warn_replicas(self, cluster: Obj) -> None:
+        """A Warning ``InvalidReplicas`` event when a group's ``replicas`` is negative (clamped
+        as upstream does; the status condition says the same while the gate allows
+        conditions). Sent whatever the gates, once per distinct note."""
+        uid = cluster["metadata"].get("uid", "")
+        warnings = resb.replica_warnings(cluster)
+        if not warnings:
+            self._replica_notes.pop(uid, None)
+            return
+        note = "; ".join(warnings)
+        if self._replica_notes.get(uid) != note:
+            self._replica_notes[uid] = note
+            self.recorder.event(cluster, WARNING, c.EVENT_INVALID_REPLICAS, note, "Validate")
 
     # ------------------------------------------------------------------ child objects
     async def _create_if_missing(
@@ -540,7 +567,9 @@ class RayClusterReconciler:
         ]
         live = [p for p in pods if not _terminating(p)]
         if live:
-            await self._delete_pods(cluster, live, "", c.REASON_FAILED_DELETE_ALL_PODS)
+            await self._delete_pods(
+                cluster, live, "", c.REASON_FAILED_DELETE_ALL_PODS, why="before the Redis cleanup"
+            )
         remove = [f for f in finalizers if f != c.FINALIZER_GCS_FT_REDIS_CLEANUP]
         timeout = DEFAULT_GCS_FT_DELETION_TIMEOUT
         raw = (meta.get("annotations") or {}).get(c.ANNOTATION_GCS_FT_DELETION_TIMEOUT)
@@ -663,7 +692,9 @@ class RayClusterReconciler:
             # upstream's collection delete is announced even when there is no pod at all (a
             # cluster created suspended); pods still terminating were announced already.
             if suspending and (pods or not self.cluster_pods(ns, name)):
-                await self._delete_pods(cluster, pods, "", c.REASON_FAILED_DELETE_ALL_PODS)
+                await self._delete_pods(
+                    cluster, pods, "", c.REASON_FAILED_DELETE_ALL_PODS, why="due to suspension"
+                )
             return DONE
 
         want_hash = hashing.spec_hash(spec)
@@ -681,7 +712,13 @@ class RayClusterReconciler:
                     await self._restamp_head(heads[0], want_hash)
                 else:
                     self.expectations.drop_prefix(f"{ns}/{name}/")
-                    await self._delete_pods(cluster, pods, "", c.REASON_FAILED_DELETE_ALL_PODS)
+                    await self._delete_pods(
+                        cluster,
+                        pods,
+                        "",
+                        c.REASON_FAILED_DELETE_ALL_PODS,
+                        why="due to a spec change with the Recreate upgrade strategy",
+                    )
                     return DONE
 
         if self.config.scheduler is not None:
@@ -964,10 +1001,16 @@ class RayClusterReconciler:
             self.recorder.event(cluster, NORMAL, reason, message, "Create")
         return created_name
 
-    async def _delete_pods(self, cluster: Obj, pods: list[Obj], key: str, fail_reason: str) -> None:
+    async def _delete_pods(
+        self, cluster: Obj, pods: list[Obj], key: str, fail_reason: str, *, why: str = ""
+    ) -> None:
         """Deletes ``pods`` one by one (uid-guarded, with expectations). Deleting all of a
         cluster's pods (suspend, Recreate, finalizer) is upstream's collection delete: one
-        DeletedPod event, or FailedToDeletePodCollection; single pods get their own events."""
+        DeletedPod event, or FailedToDeletePodCollection; single pods get their own events.
+
+        The collection event's note names only the cause (``why``), never a pod count, so the
+        repeats of one suspension (the pass that deletes, then passes that find nothing left)
+        aggregate into one Event with a series count, as upstream's recorder does."""
         collective = fail_reason == c.REASON_FAILED_DELETE_ALL_PODS
         deleted = 0
         try:
@@ -1014,7 +1057,7 @@ class RayClusterReconciler:
                     cluster,
                     NORMAL,
                     c.EVENT_DELETED_POD,
-                    f"Deleted {deleted} pods of RayCluster {meta['namespace']}/{meta['name']}",
+                    f"Deleted all Pods of RayCluster {meta['namespace']}/{meta['name']} {why}",
                     "Delete",
                 )
 

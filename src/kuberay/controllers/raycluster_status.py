@@ -8,6 +8,11 @@ Invariants and failure modes:
   ``RayClusterProvisioned`` condition's message names the first pod that holds it back and why
   (unschedulable, image pull errors, crash loops, a missing service account or quota), so
   ``kubectl describe`` answers "why is my cluster not ready" without reading pod events.
+- A worker group with a negative ``replicas`` is clamped as upstream does, and said: the
+  ``WorkerReplicasAdjusted`` condition (True, reason ``NegativeReplicas``) names each such group,
+  the value given and the value used, and is removed once the spec is fixed. Like every other
+  condition it exists only with the RayClusterStatusConditions gate on; with the gate off the
+  reconciler's ``InvalidReplicas`` Warning event (sent either way) is the only report.
 - ``status_changed`` ignores ``lastUpdateTime`` and ``observedGeneration`` so that an unchanged
   cluster is never written (no status churn, no 409 storms).
 """
@@ -283,6 +288,7 @@ def calculate_status(
                     now,
                 )
         suspend_conditions(conditions, status, bool(spec.get("suspend")), bool(live), now)
+        replicas_condition(conditions, cluster, now)
         status["conditions"] = conditions
     if reconcile_error and not conditions_enabled:
         # With conditions (the default) the error is in ReplicaFailure and, as upstream,
@@ -331,6 +337,24 @@ def suspend_conditions(
             status["stateTransitionTimes"] = times
     elif suspended and not want_suspend:
         set_condition(conditions, sus, "False", sus, "", None, now)
+
+
+def replicas_condition(conditions: list[Obj], cluster: Obj, now: str) -> None:
+    """``WorkerReplicasAdjusted`` True while some group's ``replicas`` is negative (the message
+    says which, and the value used), absent otherwise."""
+    warnings = res.replica_warnings(cluster)
+    if not warnings:
+        remove_condition(conditions, c.COND_WORKER_REPLICAS_ADJUSTED)
+        return
+    set_condition(
+        conditions,
+        c.COND_WORKER_REPLICAS_ADJUSTED,
+        "True",
+        c.REASON_NEGATIVE_REPLICAS,
+        "; ".join(warnings),
+        None,
+        now,
+    )
 
 
 def _is_true(cond: Obj | None) -> bool:

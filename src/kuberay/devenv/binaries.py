@@ -39,6 +39,8 @@ ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 GO_OPERATOR_VERSION = "v1.6.1"  # github.com/ray-project/kuberay/ray-operator, the reference
 GO_OPERATOR_BINARY = "ray-operator"
+# github.com/prometheus/prometheus: Go module v0.3MM.P is Prometheus 3.MM.P.
+PROMETHEUS_VERSION = "v0.316.0"
 MIN_GO = (1, 26)
 
 BINDIR_ENV = "KUBERAY_CONTROLPLANE_BINDIR"
@@ -75,6 +77,12 @@ def _kube_ldflags(version: str) -> tuple[str, ...]:
     )
 
 
+def _prometheus_ldflags(module_version: str) -> tuple[str, ...]:
+    minor, patch = module_version.lstrip("v").split(".")[1:3]
+    release = f"3.{int(minor) - 300}.{patch}"
+    return (f"-X github.com/prometheus/common/version.Version={release}",)
+
+
 COMPONENTS: tuple[Component, ...] = (
     Component(
         name="kubernetes",
@@ -106,6 +114,18 @@ COMPONENTS: tuple[Component, ...] = (
         module_dir="kuberay-operator",
         # main.go is at the module root; utils.KUBERAY_VERSION is a constant, no ldflags needed.
         packages={GO_OPERATOR_BINARY: "github.com/ray-project/kuberay/ray-operator"},
+        on_demand=True,
+    ),
+    Component(
+        name="prometheus",
+        version=PROMETHEUS_VERSION,
+        module_dir="prometheus",
+        packages={
+            "prometheus": "github.com/prometheus/prometheus/cmd/prometheus",
+            "promtool": "github.com/prometheus/prometheus/cmd/promtool",
+        },
+        ldflags=_prometheus_ldflags(PROMETHEUS_VERSION),
+        # Monitoring is opt-in (`kuberay dev up --with-prometheus`, the monitoring tests).
         on_demand=True,
     ),
 )
@@ -303,6 +323,11 @@ def go_operator_binary(log: Callable[[str], None] = print) -> Path:
     binaries; otherwise it comes from (or is built into) the versioned cache directory.
     """
     return ensure([GO_OPERATOR_BINARY], log=log)[GO_OPERATOR_BINARY]
+
+
+def prometheus_binaries(log: Callable[[str], None] = print) -> dict[str, Path]:
+    """``prometheus`` and ``promtool``, found or built on demand (one Go module, one build)."""
+    return ensure(["prometheus", "promtool"], log=log)
 
 
 def build_times() -> dict[str, float]:

@@ -102,6 +102,23 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def spawn_logged(argv: list[str], log_path: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    """Starts a child that dies with this process, its output appended to ``log_path`` after a
+    start marker (so restarts stay readable in one file)."""
+    with open(log_path, "ab") as log:
+        log.write(f"\n==== start {time.strftime('%H:%M:%S')}: {' '.join(argv)}\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            cwd=cwd,
+        )
+
+
 class PlaneError(RuntimeError):
     """The plane could not start; the message carries the failing component's log tail."""
 
@@ -161,6 +178,8 @@ class Plane:
         self.ports: dict[str, int] = {}
         self.started_at = 0.0
         self.ready_seconds = 0.0
+        # Added to state.json by whoever runs extra processes beside the plane (Prometheus).
+        self.extra_state: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ paths and addresses
     @property
@@ -361,19 +380,7 @@ class Plane:
 
     # ------------------------------------------------------------------ components
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        log_path = self.logs / f"{name}.log"
-        with open(log_path, "ab") as log:
-            log.write(f"\n==== start {time.strftime('%H:%M:%S')}: {' '.join(argv)}\n".encode())
-            log.flush()
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-                cwd=self.dir,
-            )
+        proc = spawn_logged(argv, self.logs / f"{name}.log", self.dir)
         self.procs[name] = proc
         return proc
 
@@ -673,6 +680,7 @@ class Plane:
             "kubeconfig": str(self.kubeconfig),
             "logs": str(self.logs),
             "ready_seconds": round(self.ready_seconds, 2),
+            **self.extra_state,
             "config": {
                 k: (str(v) if isinstance(v, Path) else v)
                 for k, v in asdict(self.config).items()
@@ -690,6 +698,10 @@ class Plane:
                 for n, p in self.procs.items()
             ],
         }
+
+    def write_state(self) -> None:
+        """Rewrites ``state.json`` (e.g. after ``extra_state`` changed)."""
+        self._write_state()
 
     def _write_state(self) -> None:
         tmp = self.dir / "state.json.tmp"

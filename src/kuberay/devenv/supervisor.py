@@ -19,7 +19,15 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from kuberay.devenv.binaries import BuildError, source_root
 from kuberay.devenv.plane import Plane, PlaneConfig, PlaneError
+from kuberay.devenv.prometheus import Prometheus
+
+
+def _shipped_rules() -> list[Path]:
+    """The alert rules from ``deploy/prometheus`` of this checkout, when there is one."""
+    folder = source_root().parent / "deploy" / "prometheus"
+    return sorted(folder.glob("*.rules.yaml"))
 
 
 def plane_config_from_args(args: argparse.Namespace, directory: Path) -> PlaneConfig:
@@ -79,13 +87,19 @@ def add_plane_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON/YAML file mapping image prefixes to Python environments (process runtime)",
     )
     parser.add_argument(
+        "--with-prometheus",
+        action="store_true",
+        help="also run a real Prometheus (built on demand) scraping the operator on "
+        "127.0.0.1:8080 and every Ray pod's metrics port; its URL is in `kuberay dev status`",
+    )
+    parser.add_argument(
         "--unlimited",
         action="store_true",
         help="lift apiserver inflight limits and client rate limits (benchmarks)",
     )
 
 
-def run(config: PlaneConfig) -> int:
+def run(config: PlaneConfig, *, with_prometheus: bool = False) -> int:
     stopping = False
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -103,15 +117,31 @@ def run(config: PlaneConfig) -> int:
         print(f"supervisor: the plane failed to start: {exc}", flush=True)
         return 1
     print(f"supervisor: plane ready in {plane.ready_seconds:.1f}s at {plane.server}", flush=True)
+    prom: Prometheus | None = None
+    if with_prometheus:
+        prom = Prometheus(plane, rule_files=_shipped_rules())
+        try:
+            prom.start()
+        except (PlaneError, OSError, BuildError) as exc:
+            print(f"supervisor: prometheus failed to start: {exc}", flush=True)
+            plane.stop()
+            return 1
+        plane.extra_state["prometheus"] = prom.url
+        plane.write_state()
+        print(f"supervisor: prometheus ready at {prom.url}", flush=True)
     code = 0
     while not stopping:
         dead = [(n, p.returncode) for n, p in plane.procs.items() if p.poll() is not None]
+        if prom is not None and prom.proc is not None and prom.proc.poll() is not None:
+            dead.append(("prometheus", prom.proc.returncode))
         if dead:
             for name, rc in dead:
                 print(f"supervisor: {name} exited with {rc}:\n{plane.log_tail(name)}", flush=True)
             code = 1
             break
         time.sleep(0.5)
+    if prom is not None:
+        prom.stop()
     plane.stop()
     print("supervisor: plane stopped", flush=True)
     return code
@@ -122,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", required=True, type=Path)
     add_plane_arguments(parser)
     args = parser.parse_args(argv)
-    return run(plane_config_from_args(args, args.dir))
+    return run(plane_config_from_args(args, args.dir), with_prometheus=args.with_prometheus)
 
 
 if __name__ == "__main__":

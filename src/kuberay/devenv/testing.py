@@ -3,6 +3,10 @@
 A wait that times out must explain itself: ``wait_for`` fails with the object as last seen and the
 most recent Events about it, which is usually enough to see why something did not converge
 without re-running the test.
+
+A test that checks that something did *not* happen must first prove that the operator looked:
+``ReconcileTrace`` records, per object, what the operator's informers applied and which
+reconciles ran, so such a test waits for a reconcile that saw its write instead of sleeping.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
 
 import orjson
 
@@ -277,3 +283,308 @@ def skip_unless_strict(reason: str) -> NoReturn:
     if strict():
         pytest.fail(f"required by this run ({STRICT_ENV} / CI): {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+# --------------------------------------------------------------------------- reconcile trace
+
+TRACE_ENV = "KUBERAY_TEST_RECONCILE_TRACE"
+
+_last_tick = 0
+
+
+def _tick() -> int:
+    """A strictly increasing instant on ``CLOCK_MONOTONIC``, which all processes of the machine
+    share: a mark taken in the test orders against records of an operator subprocess."""
+    global _last_tick
+    _last_tick = max(_last_tick + 1, time.monotonic_ns())
+    return _last_tick
+
+
+@dataclass(frozen=True)
+class Applied:
+    """An informer applied an event to its cache (then ran its handlers, which enqueue)."""
+
+    tick: int
+    plural: str
+    etype: str
+    key: str
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """One reconcile of ``key`` by ``controller``; ``ok`` unless it raised."""
+
+    start: int
+    end: int
+    controller: str
+    key: str
+    ok: bool
+
+
+def _object_key(namespace: str | None, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+
+
+# The in-process trace lives as long as the test session: keep what a wait can need (the
+# recent records of recently active objects), not every event of a large test.
+_PER_KEY = 200
+_KEYS = 20_000
+_R = TypeVar("_R")
+
+
+def _keep(table: dict[tuple[str, str], list[_R]], key: tuple[str, str], rec: _R) -> None:
+    records = table.pop(key, [])  # re-inserted last: the dict is ordered by recent activity
+    records.append(rec)
+    table[key] = records[-_PER_KEY:]
+    while len(table) > _KEYS:
+        del table[next(iter(table))]
+
+
+class ReconcileTrace:
+    """What an operator's informers applied and which reconciles ran, per object.
+
+    A test that asserts that the operator did *not* do something (rewrite a converged object,
+    delete a pod, create a second cluster) has to know the operator processed the change first;
+    sleeping passes on a loaded machine whether or not a reconcile ran. The proof used here: the
+    informer applied the written ``resourceVersion`` to its cache at instant ``a`` (its handlers
+    enqueue the key right after), and a reconcile of the key that *started* after ``a`` has
+    finished. Such a reconcile read a cache holding the write, and any write it decided on was
+    sent before it ended.
+
+    Fed in-process (``reconcile_trace()``) or from the file an operator subprocess writes
+    (``OperatorProcess(..., trace=True)``; the file is read on each poll).
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.applied: dict[tuple[str, str], list[Applied]] = {}
+        self.reconciled: dict[tuple[str, str], list[Reconciled]] = {}
+        self._offset = 0
+        self._partial = b""
+
+    # ---------------------------------------------------------------- recording
+    def feed(self, line: str) -> None:
+        """One record as written by the hooks (tab-separated, see ``install_reconcile_trace``)."""
+        kind, *fields = line.rstrip("\n").split("\t")
+        if kind == "A":
+            tick, plural, etype, key, rv = fields
+            _keep(self.applied, (plural, key), Applied(int(tick), plural, etype, key, rv))
+        elif kind == "R":
+            start, end, controller, key, ok = fields
+            done = Reconciled(int(start), int(end), controller, key, ok == "1")
+            _keep(self.reconciled, (controller, key), done)
+
+    def refresh(self) -> None:
+        if self.path is None or not self.path.exists():
+            return
+        with open(self.path, "rb") as fh:
+            fh.seek(self._offset)
+            data = fh.read()
+        self._offset += len(data)
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for raw in lines:
+            if raw:
+                self.feed(raw.decode())
+
+    # ---------------------------------------------------------------- waiting
+    @staticmethod
+    def mark() -> int:
+        """Now, to compare with the instants of later records."""
+        return _tick()
+
+    def names(self, plural: str, namespace: str | None) -> set[str]:
+        """Every object of ``plural`` in ``namespace`` an informer ever applied."""
+        self.refresh()
+        prefix = f"{namespace}/" if namespace else ""
+        return {
+            key[len(prefix) :]
+            for (res, key) in self.applied
+            if res == plural and key.startswith(prefix) and "/" not in key[len(prefix) :]
+        }
+
+    def reconciles(self, controller: str, namespace: str | None, name: str) -> list[Reconciled]:
+        self.refresh()
+        return list(self.reconciled.get((controller, _object_key(namespace, name)), []))
+
+    async def wait_applied(
+        self,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        *,
+        resource_version: str | None = None,
+        deleted: bool = False,
+        after: int = 0,
+        timeout: float = 30.0,
+    ) -> int:
+        """Waits until an informer of ``plural`` applied the object at ``resource_version`` or
+        later (resourceVersions are etcd revisions here, so they compare as integers), or its
+        deletion, after the instant ``after``; returns the instant it did."""
+        key = (plural, _object_key(namespace, name))
+
+        def found() -> int | None:
+            self.refresh()
+            for rec in self.applied.get(key, []):
+                if rec.tick <= after:
+                    continue
+                if deleted:
+                    if rec.etype == "DELETED":
+                        return rec.tick
+                elif resource_version is None or int(rec.resource_version) >= int(resource_version):
+                    return rec.tick
+            return None
+
+        async def check() -> bool:
+            return found() is not None
+
+        what = "its deletion" if deleted else f"resourceVersion {resource_version}"
+        await wait_until(
+            check,
+            timeout=timeout,
+            interval=0.05,
+            what=f"the operator's {plural} informer to apply {key[1]} ({what})",
+        )
+        tick = found()
+        assert tick is not None
+        return tick
+
+    async def wait_reconciled(
+        self,
+        controller: str,
+        namespace: str | None,
+        name: str,
+        *,
+        after: int,
+        count: int = 1,
+        timeout: float = 30.0,
+    ) -> None:
+        """Waits until ``count`` reconciles of the object by ``controller`` that started after
+        the instant ``after`` have finished without raising."""
+
+        def done() -> list[Reconciled]:
+            return [
+                r for r in self.reconciles(controller, namespace, name) if r.start > after and r.ok
+            ]
+
+        async def check() -> bool:
+            return len(done()) >= count
+
+        async def explain() -> str:
+            recent = self.reconciles(controller, namespace, name)[-5:]
+            return f"last reconciles (mark {after}): {recent}"
+
+        await wait_until(
+            check,
+            timeout=timeout,
+            interval=0.05,
+            what=f"{count} {controller} reconcile(s) of {_object_key(namespace, name)}",
+            explain=explain,
+        )
+
+    async def wait_processed(
+        self,
+        controller: str,
+        plural: str,
+        obj: dict[str, Any],
+        *,
+        owner: str | None = None,
+        count: int = 1,
+        after: int = 0,
+        timeout: float = 30.0,
+    ) -> None:
+        """Waits until ``controller`` finished a reconcile that saw ``obj`` (as returned by a
+        write or a read): its informer applied that resourceVersion, then a reconcile of the
+        object (or of its ``owner``, for an owned object) started and ended. With ``after``, only
+        what happened after that instant counts (e.g. the start of a new operator process)."""
+        meta = obj["metadata"]
+        ns, name = meta.get("namespace"), meta["name"]
+        started = time.monotonic()
+        seen = await self.wait_applied(
+            plural,
+            ns,
+            name,
+            resource_version=meta["resourceVersion"],
+            after=after,
+            timeout=timeout,
+        )
+        left = max(1.0, timeout - (time.monotonic() - started))
+        await self.wait_reconciled(
+            controller, ns, owner or name, after=seen, count=count, timeout=left
+        )
+
+
+def install_reconcile_trace(sink: Callable[[str], None]) -> None:
+    """Hooks every ``Controller`` created from now on and every ``Informer`` of this process to
+    report to ``sink`` (one line per applied event and per finished reconcile). Test
+    instrumentation: it wraps the reconcile function and the informer's event dispatch and
+    changes nothing else."""
+    from kuberay.runtime.controller import Controller, Request, Result
+    from kuberay.runtime.informer import Informer
+
+    installed = getattr(Controller, "_kuberay_trace_sink", None) is not None
+    setattr(Controller, "_kuberay_trace_sink", sink)  # noqa: B010 - a test-only attribute
+    if installed:
+        return
+
+    def current() -> Callable[[str], None]:
+        out: Callable[[str], None] = getattr(Controller, "_kuberay_trace_sink")  # noqa: B009
+        return out
+
+    original_init = Controller.__init__
+    original_emit = Informer._emit
+
+    def traced_init(
+        self: Controller,
+        name: str,
+        reconcile: Callable[[Request], Awaitable[Result | None]],
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        async def traced(req: Request) -> Result | None:
+            start = _tick()
+            ok = False
+            try:
+                result = await reconcile(req)
+                ok = True
+                return result
+            finally:
+                current()(f"R\t{start}\t{_tick()}\t{name}\t{req.key}\t{int(ok)}")
+
+        original_init(self, name, traced, *args, **kwargs)
+
+    def traced_emit(
+        self: Informer, etype: str, old: dict[str, Any] | None, new: dict[str, Any] | None
+    ) -> None:
+        obj = new if new is not None else old
+        meta = (obj or {}).get("metadata") or {}
+        key = _object_key(meta.get("namespace"), str(meta.get("name")))
+        rv = meta.get("resourceVersion") or "0"
+        current()(f"A\t{_tick()}\t{self.resource.plural}\t{etype}\t{key}\t{rv}")
+        original_emit(self, etype, old, new)
+
+    setattr(Controller, "__init__", traced_init)  # noqa: B010 - mypy refuses method assignment
+    setattr(Informer, "_emit", traced_emit)  # noqa: B010
+
+
+_in_process: ReconcileTrace | None = None
+
+
+def reconcile_trace() -> ReconcileTrace:
+    """The trace of the operators running in this process (installed on first use: create the
+    operator's Manager after calling this)."""
+    global _in_process
+    if _in_process is None:
+        _in_process = ReconcileTrace()
+        install_reconcile_trace(_in_process.feed)
+    return _in_process
+
+
+def install_reconcile_trace_file(path: str) -> None:
+    """For an operator subprocess: appends the trace to ``path``, one flushed line a record."""
+    fh = open(path, "a", buffering=1)  # noqa: SIM115 - open for the process's lifetime
+
+    def sink(line: str) -> None:
+        fh.write(line + "\n")
+
+    install_reconcile_trace(sink)

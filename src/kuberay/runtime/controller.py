@@ -53,6 +53,10 @@ class Request(NamedTuple):
 class Result:
     requeue: bool = False
     requeue_after: float | None = None
+    # The pass failed (a refused write, reported in status and events) but chose its own
+    # requeue: counted as an error in the metrics, as upstream's reconcilers return the error
+    # to controller-runtime, while the requeue above still decides when it runs again.
+    failed: bool = False
 
 
 Reconciler = Callable[[Request], Awaitable[Result | None]]
@@ -143,6 +147,7 @@ class Controller:
         self.reconciles = 0
         if metrics is not None:
             metrics.instrument_queue(self.queue)
+            metrics.instrument_controller(name, self.concurrency)
 
     # ------------------------------------------------------------------ wiring
     def for_(self, informer: Informer, predicate: Predicate = always) -> Controller:
@@ -231,12 +236,18 @@ class Controller:
                 log.error("reconcile of %s failed: %s", key, exc)
             else:
                 log.exception("reconcile of %s failed", key)
+                if m is not None:
+                    m.reconcile_panics.labels(self.name).inc()
             if m is not None:
                 m.reconcile_errors.labels(self.name).inc()
             self.queue.add_rate_limited(key)
         else:
             self._after_success(key, result)
-            if result is not None and (result.requeue or result.requeue_after):
+            if result is not None and result.failed:
+                outcome = "error"
+                if m is not None:
+                    m.reconcile_errors.labels(self.name).inc()
+            elif result is not None and (result.requeue or result.requeue_after):
                 outcome = "requeue_after" if result.requeue_after else "requeue"
         finally:
             self.reconciles += 1

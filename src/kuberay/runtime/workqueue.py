@@ -104,6 +104,18 @@ class WorkQueue:
     def processing(self) -> int:
         return len(self._processing)
 
+    def unfinished_work_seconds(self) -> float:
+        """Seconds of work in progress that ``done`` has not seen yet, summed over items: a
+        reconcile that hangs makes this grow while the rate of finished work shows nothing."""
+        now = self._clock()
+        return sum(now - started for started in self._started_at.values())
+
+    def longest_running_processor_seconds(self) -> float:
+        """How long the oldest item now being processed has been running (0 when idle)."""
+        if not self._started_at:
+            return 0.0
+        return self._clock() - min(self._started_at.values())
+
     @property
     def delayed(self) -> int:
         return len(self._waiting_due)
