@@ -6,7 +6,7 @@
 Starts its own KWOK plane, the operator (a subprocess, metrics on a known port) and a real
 Prometheus scraping it every 2 s. Creates N head-only RayClusters (no workers: the figure of
 interest is the operator's series per cluster, not pod churn), waits until the operator exports
-``kuberay_cluster_info`` for all of them, then reports:
+every cluster as provisioned (``kuberay_cluster_provisioned_duration_seconds``), then reports:
 
 - series the operator exports in total, and per RayCluster (the growth from 0 to N, over N);
 - one scrape of ``/metrics`` as the client sees it: bytes and seconds (median of 5);
@@ -100,7 +100,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             deadline = started + args.timeout
             while True:
                 text, _ = fetch(port)
-                have = text.count("kuberay_cluster_info{")
+                # Steady state: every cluster exported and provisioned (its duration series too).
+                have = text.count("kuberay_cluster_provisioned_duration_seconds{")
                 if have >= args.clusters:
                     break
                 if time.monotonic() > deadline:
@@ -131,7 +132,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     total = series(text)
     return {
         "clusters": args.clusters,
-        "seconds_until_all_exported": round(converged, 1),
+        "seconds_until_all_provisioned": round(converged, 1),
         "series_total": total,
         "series_with_no_cluster": series(empty_text),
         "series_per_cluster": round((total - series(empty_text)) / args.clusters, 2),

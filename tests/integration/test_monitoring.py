@@ -23,7 +23,14 @@ from operator_fixture import OperatorProcess, install_crds
 from test_raycluster import RAYCLUSTERS, raycluster, wait_ready
 
 from kuberay.devenv.plane import Plane, free_port
-from kuberay.devenv.prometheus import HEAD_JOB, OPERATOR_JOB, WORKER_JOB, Prometheus
+from kuberay.devenv.prometheus import (
+    HEAD_JOB,
+    OPERATOR_JOB,
+    WORKER_JOB,
+    Prometheus,
+    dashboard_panels,
+    grafana_substitute,
+)
 from kuberay.devenv.testing import wait_for, wait_until
 from kuberay.runtime.client import (
     JSON_PATCH,
@@ -206,32 +213,9 @@ async def test_controller_runtime_series_have_upstream_labels(
         await wait_until(lambda e=expr: _has_data(prometheus, e), timeout=60, what=expr)
 
 
-def _panels(dashboard: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """(title, queries) of every panel with queries, rows' nested panels included."""
-    out: list[tuple[str, list[str]]] = []
-    panels = list(dashboard.get("panels") or [])
-    while panels:
-        panel = panels.pop()
-        panels.extend(panel.get("panels") or [])
-        exprs = [str(t["expr"]) for t in panel.get("targets") or [] if t.get("expr")]
-        if exprs:
-            out.append((str(panel.get("title")), exprs))
-    return out
-
-
 def _concrete(expr: str, namespace: str) -> str:
-    """Grafana's variables replaced as Grafana would for this workload."""
-    values = {
-        "__rate_interval": "30s",
-        "__interval": "5s",
-        "__range": "5m",
-        "namespace": namespace,
-        "cluster": "mon-ok",
-        "controller": "raycluster",
-        "job": OPERATOR_JOB,
-        "datasource": "prometheus",
-    }
-    return re.sub(r"\$\{?(\w+)(?::\w+)?\}?", lambda m: values.get(m.group(1), m.group(0)), expr)
+    values = {"namespace": namespace, "cluster": "mon-ok", "controller": "raycluster"}
+    return grafana_substitute(expr, {**values, "job": OPERATOR_JOB, "datasource": "prometheus"})
 
 
 async def test_every_operator_dashboard_panel_shows_data(
@@ -240,7 +224,7 @@ async def test_every_operator_dashboard_panel_shows_data(
     """Each panel has data after the workload. A panel with several queries may show a state
     the workload does not reach in one of them (say, an upgrade in progress) but not in all."""
     dashboard = json.loads((GRAFANA / "kuberay-operator.json").read_text())
-    panels = _panels(dashboard)
+    panels = dashboard_panels(dashboard)
     assert len(panels) >= 20, "the operator dashboard has its panels"
 
     async def shows_data(exprs: list[str]) -> bool:

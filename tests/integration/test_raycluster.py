@@ -285,7 +285,25 @@ async def test_invalid_spec_gets_a_warning_event(
         )
 
     await wait_until(warned, timeout=20, what="an InvalidRayClusterSpec event")
+    # Beyond upstream: status says it too, until the spec is fixed.
+    obj = await wait_for(
+        kube,
+        RAYCLUSTERS,
+        "bad",
+        namespace,
+        lambda o: has_condition(o, "ValidationFailed"),
+        what="the ValidationFailed condition",
+    )
+    cond = condition(obj, "ValidationFailed")
+    assert cond is not None
+    assert cond["reason"] == "InvalidRayClusterSpec"
+    assert "minReplicas 5 greater than maxReplicas 2" in cond["message"]
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
     assert await pods_of(kube, namespace, "bad") == []
+    fix = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/minReplicas", "value": 0}]
+    await kube.patch(RAYCLUSTERS, "bad", fix, namespace, content_type=JSON_PATCH)
+    obj = await wait_ready(kube, namespace, "bad")
+    assert condition(obj, "ValidationFailed") is None
 
 
 async def test_sigkill_mid_creation_leaves_no_duplicates(

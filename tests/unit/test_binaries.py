@@ -110,7 +110,8 @@ def test_go_operator_is_an_on_demand_component_pinned_to_its_version() -> None:
 
 def test_prometheus_is_on_demand_and_pinned() -> None:
     comp = next(c for c in binaries.COMPONENTS if "promtool" in c.packages)
-    assert comp.on_demand and set(comp.packages) == {"prometheus", "promtool"}
+    assert comp.on_demand
+    assert set(comp.packages) == {"prometheus", "promtool"}
     assert "prometheus" not in binaries.ALL_BINARIES
     go_mod = (binaries.source_root() / comp.module_dir / "go.mod").read_text()
     assert f"github.com/prometheus/prometheus {binaries.PROMETHEUS_VERSION}" in go_mod

@@ -472,3 +472,6 @@ RECORDER_MTLS: Final = "raycluster-mtls-controller"
 COND_WORKER_REPLICAS_ADJUSTED: Final = "WorkerReplicasAdjusted"
 REASON_NEGATIVE_REPLICAS: Final = "NegativeReplicas"
 EVENT_INVALID_REPLICAS: Final = "InvalidReplicas"
+# Beyond upstream (which only sends the InvalidRayClusterSpec/-Metadata event): a RayCluster the
+# operator refuses also says so in status, reason equal to that event's reason.
+COND_RAYCLUSTER_VALIDATION_FAILED: Final = "ValidationFailed"

@@ -630,7 +630,14 @@ def validate_raycluster_spec(
         return err
     autoscaling = is_autoscaling_enabled(spec)
     v2 = autoscaler_v2_requested(spec)
+    seen: set[str] = set()
     for group in spec.worker_group_specs or []:
+        # Upstream checks this in its webhook only; without the webhook (the default) two
+        # groups of one name select each other's pods and the operator creates and deletes
+        # workers for ever, so the controllers refuse it too, with the webhook's words.
+        if group.group_name in seen:
+            return f"worker group {group.group_name}: worker group names must be unique"
+        seen.add(group.group_name)
         err = _worker_group(spec, group, autoscaling, v2)
         if err:
             return err

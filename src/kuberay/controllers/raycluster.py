@@ -164,9 +164,19 @@ class RayClusterConfig:
         return cls(**kwargs)
 
 
+async def _api_groups(client: KubeClient, purpose: str) -> list[str]:
+    """The served API group names; on an error (after the client's own GET retries) none, with
+    a warning, as upstream's discovery does: start-up goes on rather than dying on a hiccup."""
+    try:
+        answer = await client.request("GET", "/apis")
+    except ApiError as exc:
+        log.warning("API discovery failed; assuming no %s: %s", purpose, exc)
+        return []
+    return [str(g.get("name")) for g in answer.get("groups") or []]
+
+
 async def detect_cert_manager(client: KubeClient) -> bool:
-    groups = await client.request("GET", "/apis")
-    return any(g.get("name") == CERT_MANAGER_GROUP for g in groups.get("groups") or [])
+    return CERT_MANAGER_GROUP in await _api_groups(client, "cert-manager")
 
 
 async def detect_openshift(client: KubeClient, env: Mapping[str, str] | None = None) -> bool:
@@ -174,8 +184,8 @@ async def detect_openshift(client: KubeClient, env: Mapping[str, str] | None = N
     env = os.environ if env is None else env
     if _env_flag(env, c.ENV_USE_INGRESS_ON_OPENSHIFT, False):
         return False
-    groups = await client.request("GET", "/apis")
-    return any(g.get("name") in OPENSHIFT_GROUPS for g in groups.get("groups") or [])
+    groups = await _api_groups(client, "OpenShift")
+    return any(g in OPENSHIFT_GROUPS for g in groups)
 
 
 class _ReconcileError(Exception):
@@ -292,6 +302,16 @@ class RayClusterReconciler:
             self.recorder.event(cluster, WARNING, reason, message, "Validate")
             if requeue:
                 return Result(requeue_after=self.config.error_requeue_seconds)
+            await self._write_status(
+                cluster,
+                st.invalid_spec_status(
+                    cluster,
+                    reason,
+                    message,
+                    conditions_enabled=self.config.gates.enabled("RayClusterStatusConditions"),
+                    now=st.now_rfc3339(),
+                ),
+            )
             return None
         finalizer_result = await self._reconcile_redis_finalizer(cluster)
         if finalizer_result is not None:
@@ -1087,18 +1107,32 @@ class RayClusterReconciler:
             conditions_enabled=self.config.gates.enabled("RayClusterStatusConditions"),
             now=now,
         )
-        old = cluster.get("status")
-        if not st.status_changed(old, new):
+        return await self._write_status(cluster, new)
+
+    async def _write_status(self, cluster: Obj, new: Obj) -> bool:
+        """Writes ``new`` as the cluster's status when it differs (resourceVersion-guarded, so
+        a stale read fails with Conflict and is redone). A cluster deleted meanwhile is not an
+        error: there is nothing left to report on."""
+        meta = cluster["metadata"]
+        if not st.status_changed(cluster.get("status"), new):
             return False
-        new["lastUpdateTime"] = now
+        new["lastUpdateTime"] = st.now_rfc3339()
         body = {
             "apiVersion": "ray.io/v1",
             "kind": c.KIND_RAYCLUSTER,
-            "metadata": {"name": name, "namespace": ns, "resourceVersion": meta["resourceVersion"]},
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "resourceVersion": meta["resourceVersion"],
+            },
             "spec": cluster["spec"],
             "status": new,
         }
-        written = await self.client.update_status(RAYCLUSTERS, body)
+        try:
+            written = await self.client.update_status(RAYCLUSTERS, body)
+        except NotFound:
+            log.debug("%s/%s is gone; status not written", meta["namespace"], meta["name"])
+            return False
         for inf in self.clusters:
             if inf.apply_own_write(written, meta["resourceVersion"]):
                 break

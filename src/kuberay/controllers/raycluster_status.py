@@ -289,6 +289,7 @@ def calculate_status(
                 )
         suspend_conditions(conditions, status, bool(spec.get("suspend")), bool(live), now)
         replicas_condition(conditions, cluster, now)
+        remove_condition(conditions, c.COND_RAYCLUSTER_VALIDATION_FAILED)
         status["conditions"] = conditions
     if reconcile_error and not conditions_enabled:
         # With conditions (the default) the error is in ReplicaFailure and, as upstream,
@@ -337,6 +338,30 @@ def suspend_conditions(
             status["stateTransitionTimes"] = times
     elif suspended and not want_suspend:
         set_condition(conditions, sus, "False", sus, "", None, now)
+
+
+def invalid_spec_status(
+    cluster: Obj, reason: str, message: str, *, conditions_enabled: bool, now: str
+) -> Obj:
+    """The status of a RayCluster the operator refuses to reconcile (invalid metadata or spec).
+
+    Upstream only sends a Warning event; here status says it too, so that the refusal is seen
+    by whoever reads status (and survives event expiry or an event lost under load): the
+    ``ValidationFailed`` condition (True, ``reason`` the event's reason, the validation message)
+    with conditions on, ``status.reason`` without them. Nothing else changes: the cluster's
+    pods, if any, are left as they are. The condition goes once the spec is valid again
+    (``calculate_status`` removes it)."""
+    status: Obj = copy.deepcopy(cluster.get("status") or {})
+    if conditions_enabled:
+        conditions: list[Obj] = copy.deepcopy(status.get("conditions") or [])
+        set_condition(
+            conditions, c.COND_RAYCLUSTER_VALIDATION_FAILED, "True", reason, message, None, now
+        )
+        status["conditions"] = conditions
+    else:
+        status["reason"] = message
+    status["observedGeneration"] = cluster["metadata"].get("generation")
+    return status
 
 
 def replicas_condition(conditions: list[Obj], cluster: Obj, now: str) -> None:

@@ -64,7 +64,7 @@ from kuberay.runtime.client import JOBS, PODS, SECRETS, SERVICES, KubeClient, Re
 from kuberay.runtime.controller import Request, Result
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
-from kuberay.runtime.informer import Informer
+from kuberay.runtime.informer import Handler, Informer
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
 from kuberay.schedulers import SUBMITTER_GROUP, BatchScheduler
@@ -170,6 +170,8 @@ class RayJobReconciler:
             # Same index the RayCluster controller keeps on this shared informer (idempotent).
             pods.store.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
             ctrl.for_(rayjobs)
+            # A deleted object's event budget and aggregation state go with it.
+            rayjobs.add_handler(Handler(on_delete=self._forget))
             ctrl.owns(clusters, c.KIND_RAYJOB, c.GROUP)
             ctrl.owns(services, c.KIND_RAYJOB, c.GROUP)
             ctrl.owns(jobs, c.KIND_RAYJOB, c.GROUP)
@@ -181,6 +183,9 @@ class RayJobReconciler:
         self.controller = ctrl
 
     # ------------------------------------------------------------------ helpers
+    def _forget(self, obj: Obj) -> None:
+        self.recorder.forget(obj["metadata"].get("uid", ""))
+
     def now(self) -> float:
         return self.config.clock()
 

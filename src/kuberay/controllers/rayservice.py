@@ -104,7 +104,7 @@ from kuberay.runtime.client import (
 from kuberay.runtime.controller import Request, Result
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
-from kuberay.runtime.informer import Informer
+from kuberay.runtime.informer import Handler, Informer
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import POD_FIELDS, FieldTree, Obj, Shared, index_by_label, projector
 
@@ -258,6 +258,8 @@ class RayServiceReconciler:
             clusters.store.add_indexer("origin", index_by_label(c.LABEL_ORIGINATED_FROM_CR_NAME))
             slices.store.add_indexer("service", index_by_label(c.LABEL_ENDPOINTSLICE_SERVICE_NAME))
             ctrl.for_(rayservices)
+            # A deleted object's event budget and aggregation state go with it.
+            rayservices.add_handler(Handler(on_delete=self._forget))
             ctrl.owns(clusters, c.KIND_RAYSERVICE, c.GROUP)
             ctrl.owns(services, c.KIND_RAYSERVICE, c.GROUP)
             self.rayservices.append(rayservices)
@@ -268,6 +270,9 @@ class RayServiceReconciler:
         self.controller = ctrl
 
     # ------------------------------------------------------------------ helpers
+    def _forget(self, obj: Obj) -> None:
+        self.recorder.forget(obj["metadata"].get("uid", ""))
+
     def now(self) -> float:
         return self.config.clock()
 

@@ -25,6 +25,7 @@ Invariants and failure modes:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -216,3 +217,24 @@ class Prometheus:
 
     def alerts(self) -> list[dict[str, Any]]:
         return list(self.api("alerts")["alerts"])
+
+
+def dashboard_panels(dashboard: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """(title, PromQL queries) of every Grafana panel that has queries, rows' panels included."""
+    out: list[tuple[str, list[str]]] = []
+    panels = list(dashboard.get("panels") or [])
+    while panels:
+        panel = panels.pop()
+        panels.extend(panel.get("panels") or [])
+        exprs = [str(t["expr"]) for t in panel.get("targets") or [] if t.get("expr")]
+        if exprs:
+            out.append((str(panel.get("title")), exprs))
+    return out
+
+
+def grafana_substitute(expr: str, values: dict[str, str]) -> str:
+    """``expr`` with Grafana's ``$var``/``${var}``/``${var:format}`` replaced from ``values``
+    (plus ``$__rate_interval`` 30s, ``$__interval`` 5s, ``$__range`` 5m unless given), as
+    Grafana does before sending a panel's query to Prometheus."""
+    known = {"__rate_interval": "30s", "__interval": "5s", "__range": "5m", **values}
+    return re.sub(r"\$\{?(\w+)(?::\w+)?\}?", lambda m: known.get(m.group(1), m.group(0)), expr)

@@ -11,6 +11,8 @@ Invariants:
   already has; that refusal, and any retry after an attempt whose outcome is unknown (timeout,
   dropped connection), is resolved by reading the job back: if it exists the submission is a
   success, so a lost response never leads to a second job.
+- Sessions made here honour ``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY`` from the environment, as
+  upstream's Go client (Go's default transport) does; a session passed in keeps its own settings.
 - "Not found" is a value: ``get_job_info``/``get_job_logs`` return None, ``stop_job`` and
   ``delete_job`` return False. Every other failure raises ``DashboardError`` with the HTTP
   status (0 for transport failures) and whether retrying later may help.
@@ -165,7 +167,7 @@ class HttpDashboardClient:
             self._session = self._session_provider()
             self._owns_session = False
         if self._session is None or (self._owns_session and self._session.closed):
-            self._session = aiohttp.ClientSession()
+            self._session = aiohttp.ClientSession(trust_env=True)
             self._owns_session = True
         return self._session
 
@@ -467,7 +469,7 @@ class HttpDashboardFactory:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            self._session = aiohttp.ClientSession(trust_env=True)
         return self._session
 
     def __call__(self, base_url: str, *, auth_token: str | None = None) -> HttpDashboardClient:

@@ -10,6 +10,11 @@ Invariants and failure modes:
   bound (``pool_wait``) so nothing can hang forever.
 - A client-side token bucket (qps/burst, KubeRay's defaults 100/200) paces requests; a 429
   answer is retried after the server's Retry-After (bounded number of times).
+- A read (GET) is retried up to ``READ_RETRIES`` times, after a short jittered back-off, when
+  its connection dropped or was refused (client-go retries GETs on connection resets too) or
+  the answer was a 5xx: a failed read changed nothing, and without this one transient fault
+  failed a start-up check (``GET /apis``) and ended the process. Timeouts and writes are never
+  retried here (a write whose answer was lost may have happened; callers decide).
 - Watches use their own connection pool, so long-lived streams never starve ordinary requests,
   and their own line splitter, so objects larger than aiohttp's line limit are read whole.
 - Ordinary requests share at most ``max_connections`` keep-alive connections (more requests
@@ -26,6 +31,7 @@ import base64
 import datetime as dt
 import json
 import os
+import random
 import shutil
 import ssl
 import subprocess
@@ -413,6 +419,11 @@ def impersonation_headers(impersonate: Mapping[str, Any]) -> list[tuple[str, str
     return headers
 
 
+def _read_backoff(retry: int) -> float:
+    """Seconds before read retry ``retry`` (1-based): 0.1-0.2, 0.2-0.4, 0.4-0.8, ..."""
+    return float(0.2 * 2 ** (retry - 1) * (0.5 + random.random() / 2))
+
+
 class TokenBucket:
     """Client-side rate limiter: ``qps`` tokens per second, at most ``burst`` saved up."""
 
@@ -449,6 +460,7 @@ class KubeClient:
     """One connection to one apiserver. Create inside a running event loop; ``await close()``."""
 
     MAX_429_RETRIES = 5
+    READ_RETRIES = 3
 
     def __init__(self, config: ClientConfig, user_agent: str = "kuberay-py") -> None:
         self.config = config
@@ -525,6 +537,7 @@ class KubeClient:
         }
         url = self.config.server + path
         attempt = 0
+        reads = 0  # read retries made
         while True:
             await self.limiter.acquire()
             started = time.monotonic()
@@ -543,6 +556,11 @@ class KubeClient:
                     retry_after = resp.headers.get("Retry-After")
             except (aiohttp.ClientError, TimeoutError) as exc:
                 self._count(method, 0, started, path)
+                timed_out = isinstance(exc, TimeoutError)
+                if method == "GET" and not timed_out and reads < self.READ_RETRIES:
+                    reads += 1
+                    await asyncio.sleep(_read_backoff(reads))
+                    continue
                 raise ApiError(0, f"{type(exc).__name__}: {exc}", method, path) from exc
             self._count(method, status, started, path)
             if status < 300:
@@ -559,6 +577,10 @@ class KubeClient:
                 attempt += 1
                 delay = float(retry_after) if retry_after else (err.retry_after or 1.0)
                 await asyncio.sleep(min(delay, 30.0))
+                continue
+            if method == "GET" and status >= 500 and reads < self.READ_RETRIES:
+                reads += 1
+                await asyncio.sleep(_read_backoff(reads))
                 continue
             raise err
 

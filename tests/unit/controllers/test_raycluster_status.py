@@ -255,3 +255,34 @@ def test_suspend_conditions_follow_upstream_order() -> None:
         SUS,
         SING,
     ]
+
+
+@pytest.mark.parametrize(
+    ("conditions_enabled", "old_status", "want_condition", "want_reason"),
+    [
+        (True, {}, True, None),
+        (True, {"state": "ready", "reason": "kept"}, True, "kept"),
+        (False, {}, False, "worker group g has minReplicas 3 greater than maxReplicas 2"),
+    ],
+)
+def test_invalid_spec_status(
+    conditions_enabled: bool, old_status: dict[str, Any], want_condition: bool, want_reason: Any
+) -> None:
+    cluster = {"metadata": {"generation": 4}, "spec": {}, "status": old_status}
+    msg = "worker group g has minReplicas 3 greater than maxReplicas 2"
+    new = st.invalid_spec_status(
+        cluster, "InvalidRayClusterSpec", msg, conditions_enabled=conditions_enabled, now="T"
+    )
+    cond = st.find_condition(new.get("conditions") or [], "ValidationFailed")
+    assert (cond is not None) is want_condition
+    if want_condition:
+        assert cond is not None
+        assert (cond["status"], cond["reason"], cond["message"]) == (
+            "True",
+            "InvalidRayClusterSpec",
+            msg,
+        )
+    assert new.get("reason") == want_reason
+    assert new["observedGeneration"] == 4
+    assert new.get("state") == old_status.get("state"), "nothing else changes"
+    assert cluster["status"] == old_status, "the input is not modified"
