@@ -1,28 +1,44 @@
 """Kubernetes Events (events.k8s.io/v1) with aggregation and rate limiting.
 
 Invariants and failure modes:
-- Recording never blocks or fails a reconcile: events go into a bounded queue drained by a
-  background task; when the queue is full the event is dropped and counted.
+- Recording never blocks or fails a reconcile: ``event()`` is synchronous and only appends to a
+  bounded in-memory backlog (``queue_size`` events over all senders); when it is full the event
+  is dropped and counted (``dropped``, and ``on_drop("queue_full")`` which the manager exports as
+  ``kuberay_events_dropped_total``), with a warning logged at most once a minute.
+- Several senders (``senders``, default 4) write to the apiserver at once, so one slow POST does
+  not stall every other event. Events are sharded by the uid of the object they are about: all
+  events of one object, hence of one aggregation key, go through one sender in order, so two
+  creates for the same key never race and a repeat always patches the series of the first.
+- Warnings first: each shard keeps Warnings and Normals apart and sends Warnings before queued
+  Normals, so a report of an invalid spec does not wait behind a backlog of routine events. The
+  aggregation key contains the type, so this never reorders the events of one key. When the
+  backlog is full a Warning evicts the oldest queued Normal (counted as dropped) rather than
+  being dropped itself.
 - Repeats are aggregated: the same (object, type, reason, action, note) within
   ``series_window`` updates the existing Event's ``series`` (count, last observed time) instead of
   creating another object, so a hot loop cannot flood etcd.
 - Each object has its own token bucket (burst 25, then one per 5 minutes, like client-go's spam
-  filter): an object stuck in a loop can not drown the events of the others.
+  filter): an object stuck in a loop can not drown the events of the others. Such drops are
+  counted as ``rate_limited``.
 - If the aggregated Event was deleted (TTL) a new one is created.
+- ``stop()`` waits at most ``flush_timeout`` for the backlog to drain, then cancels the senders;
+  whatever is still queued is left unsent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import logging
 import time
 import uuid
+import zlib
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from kuberay.runtime.client import KubeClient, Resource
+from kuberay.runtime.client import Resource
 from kuberay.runtime.errors import ApiError, NotFound
 
 log = logging.getLogger("kuberay.runtime.events")
@@ -31,6 +47,25 @@ EVENTS_V1 = Resource("events.k8s.io", "v1", "events", kind="Event")
 
 NORMAL = "Normal"
 WARNING = "Warning"
+
+# Reasons an event is dropped, the ``reason`` label of ``kuberay_events_dropped_total``.
+RATE_LIMITED = "rate_limited"
+QUEUE_FULL = "queue_full"
+DROP_REASONS = (RATE_LIMITED, QUEUE_FULL)
+
+_DROP_LOG_INTERVAL = 60.0
+
+
+class EventClient(Protocol):
+    """The part of ``KubeClient`` the recorder uses."""
+
+    async def create(
+        self, res: Resource, obj: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]: ...
+
+    async def patch(
+        self, res: Resource, name: str, patch: Any, namespace: str | None = None
+    ) -> dict[str, Any]: ...
 
 
 def _micro_time() -> str:
@@ -61,10 +96,25 @@ class _Bucket:
         return False
 
 
+class _Shard:
+    """The backlog of one sender: Warnings are taken before Normals."""
+
+    def __init__(self) -> None:
+        self.warnings: deque[dict[str, Any]] = deque()
+        self.normals: deque[dict[str, Any]] = deque()
+        self.wake = asyncio.Event()
+
+    def __len__(self) -> int:
+        return len(self.warnings) + len(self.normals)
+
+    def pop(self) -> dict[str, Any]:
+        return self.warnings.popleft() if self.warnings else self.normals.popleft()
+
+
 class EventRecorder:
     def __init__(
         self,
-        client: KubeClient,
+        client: EventClient,
         controller: str,
         instance: str,
         *,
@@ -72,6 +122,8 @@ class EventRecorder:
         series_window: float = 600.0,
         burst: int = 25,
         refill_seconds: float = 300.0,
+        senders: int = 4,
+        on_drop: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
         self.controller = controller
@@ -79,28 +131,46 @@ class EventRecorder:
         self.series_window = series_window
         self.burst = burst
         self.refill_seconds = refill_seconds
+        self.queue_size = max(1, queue_size)
+        self.on_drop = on_drop
         self.dropped = 0
         self.sent = 0
-        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(queue_size)
+        self._shards = [_Shard() for _ in range(max(1, senders))]
+        self._pending = 0  # queued in all shards, at most queue_size
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._last_drop_log = -_DROP_LOG_INTERVAL
         self._series: dict[tuple[str, ...], _Series] = {}
         self._buckets: dict[str, _Bucket] = {}
         self._last_prune = time.monotonic()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def backlog(self) -> int:
+        """Events queued and not yet taken by a sender."""
+        return self._pending
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._drain(), name=f"events-{self.controller}")
+        if not self._tasks:
+            self._tasks = [
+                asyncio.create_task(self._drain(shard), name=f"events-{self.controller}-{i}")
+                for i, shard in enumerate(self._shards)
+            ]
 
     async def stop(self, flush_timeout: float = 2.0) -> None:
-        if self._task is None:
+        """Waits up to ``flush_timeout`` for the backlog to be sent, then cancels the senders."""
+        if not self._tasks:
             return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(flush_timeout):
-                await self._queue.join()
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+        tasks, self._tasks = self._tasks, []
+        if flush_timeout > 0:
+            try:
+                await asyncio.wait_for(self._idle.wait(), flush_timeout)
+            except TimeoutError:
+                log.warning("%s: stopping with %d events unsent", self.controller, self._pending)
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
 
     def event(
         self, obj: dict[str, Any], etype: str, reason: str, note: str, action: str = ""
@@ -113,8 +183,15 @@ class EventRecorder:
         if bucket is None:
             bucket = self._buckets[uid] = _Bucket(self.burst, self.refill_seconds, now)
         if not bucket.take(now):
-            self.dropped += 1
+            self._drop(RATE_LIMITED)
             return
+        shard = self._shards[zlib.crc32(uid.encode()) % len(self._shards)]
+        if self._pending >= self.queue_size:
+            if etype != WARNING or not self._evict_normal(shard):
+                self._drop(QUEUE_FULL)
+                return
+        else:
+            self._pending += 1
         item = {
             "regarding": {
                 "apiVersion": obj.get("apiVersion", ""),
@@ -129,10 +206,9 @@ class EventRecorder:
             "note": note[:1024],
             "action": action or reason,
         }
-        try:
-            self._queue.put_nowait(item)
-        except asyncio.QueueFull:
-            self.dropped += 1
+        (shard.warnings if etype == WARNING else shard.normals).append(item)
+        self._idle.clear()
+        shard.wake.set()
 
     def forget(self, uid: str) -> None:
         """Drops per-object state for a deleted object."""
@@ -140,9 +216,39 @@ class EventRecorder:
         for key in [k for k in self._series if k[0] == uid]:
             del self._series[key]
 
-    async def _drain(self) -> None:
+    def _evict_normal(self, preferred: _Shard) -> bool:
+        """Makes room for a Warning by dropping the oldest queued Normal, from ``preferred`` if it
+        has one. The backlog count stays the same: one out, one in."""
+        for shard in (preferred, *self._shards):
+            if shard.normals:
+                shard.normals.popleft()
+                self._drop(QUEUE_FULL)
+                return True
+        return False
+
+    def _drop(self, reason: str) -> None:
+        self.dropped += 1
+        if self.on_drop is not None:
+            self.on_drop(reason)
+        now = time.monotonic()
+        if now - self._last_drop_log >= _DROP_LOG_INTERVAL:
+            self._last_drop_log = now
+            log.warning(
+                "%s: dropping events (%s; %d dropped in total, %d queued)",
+                self.controller,
+                reason,
+                self.dropped,
+                self._pending,
+            )
+
+    async def _drain(self, shard: _Shard) -> None:
         while True:
-            item = await self._queue.get()
+            while not shard.warnings and not shard.normals:
+                shard.wake.clear()
+                await shard.wake.wait()
+            item = shard.pop()
+            self._pending -= 1
+            self._in_flight += 1
             try:
                 await self._send(item)
                 self.sent += 1
@@ -151,7 +257,9 @@ class EventRecorder:
             except Exception:
                 log.exception("could not record event %s", item["reason"])
             finally:
-                self._queue.task_done()
+                self._in_flight -= 1
+                if not self._pending and not self._in_flight:
+                    self._idle.set()
 
     def _prune(self, now: float) -> None:
         """Drops aggregation state older than the series window, so a long-running operator's

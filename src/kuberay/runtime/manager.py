@@ -23,7 +23,7 @@ from typing import Any
 
 from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.controller import Controller
-from kuberay.runtime.events import EventRecorder
+from kuberay.runtime.events import DROP_REASONS, EventRecorder
 from kuberay.runtime.informer import Informer, InformerFactory
 from kuberay.runtime.leader import LeaderElector
 from kuberay.runtime.metrics import RuntimeMetrics
@@ -75,7 +75,15 @@ class Manager:
         return ctrl
 
     def recorder(self, controller: str) -> EventRecorder:
-        rec = EventRecorder(self.client, controller, self.options.identity)
+        dropped = self.metrics.events_dropped
+        for reason in DROP_REASONS:
+            dropped.labels(controller, reason)  # the series exist at 0 from the start
+        rec = EventRecorder(
+            self.client,
+            controller,
+            self.options.identity,
+            on_drop=lambda reason: dropped.labels(controller, reason).inc(),
+        )
         self.recorders.append(rec)
         return rec
 

@@ -183,6 +183,12 @@ class RuntimeMetrics:
             ["name"],
             registry=r,
         )
+        self.events_dropped = Counter(
+            "kuberay_events_dropped_total",
+            "Kubernetes Events not sent: rate_limited (per-object spam filter) or queue_full.",
+            ["controller", "reason"],
+            registry=r,
+        )
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds,
         # process_start_time_seconds ...: the names Go's process collector exports.
         ProcessCollector(registry=r)
