@@ -813,9 +813,14 @@ def raycluster_dashboard() -> dict[str, Any]:
         ),
         timeseries(
             "GPUs",
-            "GPUs on the cluster's nodes and their mean utilization.",
+            "GPUs on the cluster's nodes and their mean utilization (0 on a CPU-only cluster, "
+            "whose nodes export no GPU series).",
             targets(
-                (f"sum(ray_node_gpus_available{{{RAY}}})", "GPUs"),
+                (
+                    f"sum(ray_node_gpus_available{{{RAY}}}) "
+                    f"or (sum(ray_node_cpu_count{{{RAY}}}) * 0)",
+                    "GPUs",
+                ),
                 (f"avg(ray_node_gpus_utilization{{{RAY}}})", "utilization %"),
             ),
             w=8,

@@ -249,9 +249,18 @@ async def ray_operator(process_plane: Any, process_kube: Any) -> AsyncIterator[A
     resolve, so it reaches dashboards through the apiserver's service proxy."""
     from kuberay.devenv.manifests import install_crds
     from kuberay.devenv.operatorproc import OperatorProcess
+    from kuberay.devenv.plane import free_port
 
     await install_crds(process_kube)
-    op = OperatorProcess(process_plane, process_plane.logs, "--use-kubernetes-proxy")
+    port = free_port()
+    op = OperatorProcess(
+        process_plane,
+        process_plane.logs,
+        "--use-kubernetes-proxy",
+        f"--metrics-addr=127.0.0.1:{port}",
+        "--enable-metrics",
+    )
+    op.metrics_port = port  # type: ignore[attr-defined]  # for the monitoring test's Prometheus
     op.start()
     yield op
     op.stop()
