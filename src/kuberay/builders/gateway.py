@@ -1,6 +1,7 @@
 """Pure pieces of the incremental (Gateway API) RayService upgrade: the Gateway, the HTTPRoute,
 the per-cluster serve Services, and the stepping arithmetic for Serve ``target_capacity`` and
-route weights (reference §4.12, §5.4).
+route weights (upstream: the Gateway and HTTPRoute
+builders of rayservice_controller.go, v1.7).
 
 Invariants and failure modes:
 - No I/O and no clock: every decision takes ``now`` and the persisted status values as inputs,

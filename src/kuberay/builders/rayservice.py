@@ -41,7 +41,11 @@ def cluster_name_for(svc_name: str, suffix: str) -> str:
     return f"{svc_name}-{suffix}"
 
 
-def head_service_name(svc_name: str) -> str:
+def rayservice_head_service_name(svc_name: str) -> str:
+    """``<rayservice>-head-svc``, the Service that follows the active cluster's head.
+
+    upstream: GenerateHeadServiceName with the RayService CRD type (the cluster's own head
+    Service is ``names.head_service_name``)."""
     return f"{svc_name}-head-svc"
 
 

@@ -2,8 +2,8 @@
 
 Invariants and failure modes:
 - Counters, desired resources, state, endpoints and head info follow upstream's rules exactly
-  (see the behaviour reference §2.1); ``state`` latches ``ready`` and is only ever replaced by
-  ``suspended`` (and back), never cleared because pods later fail.
+  (upstream: calculateStatus in raycluster_controller.go); ``state`` latches ``ready`` and is
+  only ever replaced by ``suspended`` (and back), never cleared because pods later fail.
 - Beyond upstream, every stall has a reason: when the cluster is not provisioned, the
   ``RayClusterProvisioned`` condition's message names the first pod that holds it back and why
   (unschedulable, image pull errors, crash loops, a missing service account or quota), so

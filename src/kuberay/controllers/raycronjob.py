@@ -1,4 +1,5 @@
-"""RayCronJob reconciler (gate RayCronJob, alpha): creates a RayJob per schedule tick (§3.4).
+"""RayCronJob reconciler (gate RayCronJob, alpha): creates a RayJob per schedule tick
+(upstream: ray-operator/controllers/ray/raycronjob_controller.go).
 
 Invariants and failure modes:
 - One RayJob per tick, even across crashes: the child's name is derived from the tick

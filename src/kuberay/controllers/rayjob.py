@@ -1,4 +1,5 @@
-"""RayJob reconciler: the JobDeploymentStatus state machine of KubeRay v1.7 (reference §2.2, §3.2).
+"""RayJob reconciler: the JobDeploymentStatus state machine of KubeRay v1.7
+(upstream: ray-operator/controllers/ray/rayjob_controller.go).
 
 Invariants and failure modes:
 - Intent before action. The submission id and the RayCluster name are chosen in ``New`` and

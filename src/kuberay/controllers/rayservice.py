@@ -1,8 +1,8 @@
 """RayService reconciler: Serve on a RayCluster with zero-downtime cluster upgrades, blue/green
 (``NewCluster``) or incremental through the Gateway API (``NewClusterWithIncrementalUpgrade``,
 gate RayServiceIncrementalUpgrade), rollback of an incremental upgrade, suspend / resume and the
-``ray.io/initializing-timeout`` annotation (terminal, as upstream); reference §2.3, §3.3, §4.12,
-§5.4.
+``ray.io/initializing-timeout`` annotation (terminal, as upstream); upstream:
+ray-operator/controllers/ray/rayservice_controller.go.
 
 Invariants and failure modes:
 - Intent before action. A new cluster's name is written to

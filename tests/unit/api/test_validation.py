@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (the case table holds upstream messages verbatim)
-"""One case per controller-side validation message (KubeRay v1.7, §6 of the reference)."""
+"""One case per controller-side validation message (upstream: utils/validation.go, v1.7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""§4.8 RBAC, §4.12 Ingress, §4.14 auth Secret and GCS PVC, §4.11 Redis cleanup Job."""
+"""RBAC, Ingress, the auth Secret, the GCS PVC and the Redis cleanup Job (upstream: common/rbac.go,
+common/ingress.go, raycluster_controller.go)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""§4.13 NetworkPolicies."""
+"""NetworkPolicies (upstream v1.7: networkpolicy_controller.go)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""§4.8 autoscaler sidecar, §4.9 init container, volumes and operator sidecars, §4.4 ports."""
+"""Autoscaler sidecar, init container, volumes, operator sidecars and ports (upstream:
+common/pod.go)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""§4.6 injected env vars (upstream order), §5.2 GCS FT env, §5.8 auth env."""
+"""Injected env vars in upstream's order, GCS FT and auth env (upstream: common/pod.go)."""
 
 from __future__ import annotations
 

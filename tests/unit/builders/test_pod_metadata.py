@@ -1,4 +1,4 @@
-"""§4.1 pod naming, §4.2 labels, §4.3 annotations, owner references."""
+"""Pod naming, labels, annotations and owner references (upstream: common/pod.go)."""
 
 from __future__ import annotations
 

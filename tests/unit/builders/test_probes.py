@@ -1,4 +1,4 @@
-"""§4.7 liveness/readiness probes by Ray version and node type."""
+"""Liveness/readiness probes (upstream: common/pod.go) by Ray version and node type."""
 
 from __future__ import annotations
 

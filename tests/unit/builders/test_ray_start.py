@@ -1,4 +1,4 @@
-"""§4.5 ``ray start`` generation and the container command."""
+"""``ray start`` generation (upstream: common/pod.go) and the container command."""
 
 from __future__ import annotations
 

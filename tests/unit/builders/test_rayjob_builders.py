@@ -1,5 +1,5 @@
 """Pure RayJob builders: the submitter command string, the submitter Job, the sidecar and the
-RayCluster a RayJob owns (reference §3.2, §4.10)."""
+RayCluster a RayJob owns (upstream: rayjob_controller.go, common/job.go)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Pure RayService builders: names, the RayCluster a RayService owns, the hashes that decide
 between an in-place update and a new cluster, the head / serve Services, serve endpoints and
-application statuses (reference §2.3, §3.3, §4.1, §4.4)."""
+application statuses (upstream: ray-operator/controllers/ray/rayservice_controller.go)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def rayservice(**spec: Any) -> dict[str, Any]:
 def test_names() -> None:
     svc = rayservice()
     assert rsb.cluster_name_for("svc", "abcde") == "svc-abcde"
-    assert rsb.head_service_name("svc") == "svc-head-svc"
+    assert rsb.rayservice_head_service_name("svc") == "svc-head-svc"
     assert rsb.serve_service_name(svc) == "svc-serve-svc"
     custom = rayservice(serveService={"metadata": {"name": "mine"}})
     assert rsb.serve_service_name(custom) == "mine"

@@ -1,4 +1,5 @@
-"""§2.1 status arithmetic (replicas and desired resources) and §3.1 shouldDeletePod."""
+"""Status arithmetic (replicas, desired resources) and shouldDeletePod (upstream:
+utils/util.go, raycluster_controller.go)."""
 
 from __future__ import annotations
 

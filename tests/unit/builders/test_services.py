@@ -1,4 +1,4 @@
-"""§4.4 head, headless and serve Services."""
+"""Head, headless and serve Services (upstream: common/service.go)."""
 
 from __future__ import annotations
 
