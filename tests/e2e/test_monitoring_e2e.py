@@ -5,7 +5,6 @@ and the Ray head and worker processes of a RayCluster on the process runtime (th
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +17,9 @@ from kuberay.devenv.prometheus import (
     OPERATOR_JOB,
     Prometheus,
     dashboard_panels,
-    grafana_substitute,
+    panels_without_data,
 )
-from kuberay.devenv.testing import wait_for, wait_until
+from kuberay.devenv.testing import wait_for
 from kuberay.runtime.client import KubeClient
 
 from .raykube import RAYCLUSTERS, cluster_spec, head_ip, raycluster, run_job, worker_group
@@ -65,20 +64,8 @@ async def test_every_raycluster_dashboard_panel_shows_data_from_real_ray(
     panels = dashboard_panels(json.loads(DASHBOARD.read_text()))
     assert len(panels) >= 10
 
-    async def shows_data(exprs: list[str]) -> bool:
-        for expr in exprs:
-            query = grafana_substitute(expr, values)
-            if await asyncio.to_thread(prometheus.query, query):
-                return True
-        return False
-
-    async def check(title: str, exprs: list[str]) -> str:
-        try:
-            await wait_until(lambda: shows_data(exprs), timeout=180, interval=3, what=title)
-        except AssertionError:
-            return f"{title}: " + " | ".join(grafana_substitute(e, values) for e in exprs)
-        return ""
-
-    empty = [r for r in await asyncio.gather(*(check(t, e) for t, e in panels)) if r]
+    empty = await panels_without_data(
+        prometheus, json.loads(DASHBOARD.read_text()), values, timeout=180, interval=3
+    )
     assert empty == [], "panels without data:\n" + "\n".join(empty)
     print(f"raycluster dashboard: {len(panels)} panels, all with data from real Ray")

@@ -29,7 +29,7 @@ from kuberay.devenv.prometheus import (
     WORKER_JOB,
     Prometheus,
     dashboard_panels,
-    grafana_substitute,
+    panels_without_data,
 )
 from kuberay.devenv.testing import wait_for, wait_until
 from kuberay.runtime.client import (
@@ -213,11 +213,6 @@ async def test_controller_runtime_series_have_upstream_labels(
         await wait_until(lambda e=expr: _has_data(prometheus, e), timeout=60, what=expr)
 
 
-def _concrete(expr: str, namespace: str) -> str:
-    values = {"namespace": namespace, "cluster": "mon-ok", "controller": "raycluster"}
-    return grafana_substitute(expr, {**values, "job": OPERATOR_JOB, "datasource": "prometheus"})
-
-
 async def test_every_operator_dashboard_panel_shows_data(
     prometheus: Prometheus, workload: str
 ) -> None:
@@ -227,21 +222,9 @@ async def test_every_operator_dashboard_panel_shows_data(
     panels = dashboard_panels(dashboard)
     assert len(panels) >= 20, "the operator dashboard has its panels"
 
-    async def shows_data(exprs: list[str]) -> bool:
-        for expr in exprs:
-            if await _has_data(prometheus, _concrete(expr, workload)):
-                return True
-        return False
-
-    async def check(title: str, exprs: list[str]) -> str:
-        try:
-            await wait_until(lambda: shows_data(exprs), timeout=60, interval=2, what=title)
-        except AssertionError:
-            return f"{title}: " + " | ".join(_concrete(e, workload) for e in exprs)
-        return ""
-
-    results = await asyncio.gather(*(check(title, exprs) for title, exprs in panels))
-    empty = [r for r in results if r]
+    values = {"namespace": workload, "cluster": "mon-ok", "controller": "raycluster"}
+    values.update(job=OPERATOR_JOB, datasource="prometheus")
+    empty = await panels_without_data(prometheus, dashboard, values, timeout=60)
     assert empty == [], "panels without data:\n" + "\n".join(empty)
     print(f"operator dashboard: {len(panels)} panels, all with data")
 

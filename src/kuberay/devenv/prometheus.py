@@ -24,6 +24,7 @@ Invariants and failure modes:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -238,3 +239,33 @@ def grafana_substitute(expr: str, values: dict[str, str]) -> str:
     Grafana does before sending a panel's query to Prometheus."""
     known = {"__rate_interval": "30s", "__interval": "5s", "__range": "5m", **values}
     return re.sub(r"\$\{?(\w+)(?::\w+)?\}?", lambda m: known.get(m.group(1), m.group(0)), expr)
+
+
+async def panels_without_data(
+    prom: Prometheus,
+    dashboard: dict[str, Any],
+    values: dict[str, str],
+    *,
+    timeout: float,
+    interval: float = 2.0,
+) -> list[str]:
+    """Panels of ``dashboard`` none of whose queries returns data within ``timeout`` (all
+    panels are polled at once), as ``"<title>: <query> | <query>"`` lines; empty when every panel
+    shows something. A panel may have one query for a state the workload does not reach."""
+
+    async def shows_data(exprs: list[str]) -> bool:
+        for expr in exprs:
+            if await asyncio.to_thread(prom.query, grafana_substitute(expr, values)):
+                return True
+        return False
+
+    async def check(title: str, exprs: list[str]) -> str:
+        deadline = time.monotonic() + timeout
+        while not await shows_data(exprs):
+            if time.monotonic() >= deadline:
+                return f"{title}: " + " | ".join(grafana_substitute(e, values) for e in exprs)
+            await asyncio.sleep(interval)
+        return ""
+
+    found = await asyncio.gather(*(check(t, e) for t, e in dashboard_panels(dashboard)))
+    return [line for line in found if line]
