@@ -20,6 +20,10 @@ Invariants and failure modes:
 - Beyond upstream, ``status.conditions`` (ClusterReady, Suspended, Complete, Failed) say why a
   job is not progressing; while Initializing, ClusterReady carries the RayCluster's
   RayClusterProvisioned reason and message (image pull, unschedulable, quota ...).
+- Every status decision (timers, deadlines, backoff, submitter outcome, TTLs, conditions) is a
+  pure function in ``rayjob_status``; this module reads the caches, the clock and the
+  dashboard, does the writes, and hands what it observed to those functions.
+- Building a reconciler (``RayJobReconciler``) needs no manager; ``register`` wires one in.
 """
 
 from __future__ import annotations
@@ -45,14 +49,13 @@ from kuberay.api.rayjob import RayJob
 from kuberay.builders import names
 from kuberay.builders import rayjob as rjb
 from kuberay.builders.options import BuildOptions
+from kuberay.controllers import rayjob_status as st
 from kuberay.controllers.common import (
     OWNED_SELECTOR,
     POD_SELECTOR,
     RAYCLUSTERS,
     find_cached,
-    parse_time,
     random_suffix,
-    rfc3339,
 )
 from kuberay.ray.dashboard import (
     DashboardClient,
@@ -62,7 +65,7 @@ from kuberay.ray.dashboard import (
 )
 from kuberay.ray.http_client import service_proxy_base_url
 from kuberay.runtime.client import JOBS, PODS, SECRETS, SERVICES, KubeClient, Resource
-from kuberay.runtime.controller import Request, Result
+from kuberay.runtime.controller import Controller, Request, Result
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
 from kuberay.runtime.informer import Handler, Informer
@@ -76,15 +79,6 @@ log = logging.getLogger("kuberay.controllers.rayjob")
 SERVICE_SELECTOR = f"{c.LABEL_ORIGINATED_FROM_CRD}={c.KIND_RAYJOB}"
 
 RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
-
-
-# status.conditions (additive, beyond upstream)
-COND_CLUSTER_READY = "ClusterReady"
-COND_SUSPENDED = "Suspended"
-COND_COMPLETE = "Complete"
-COND_FAILED = "Failed"
-
-_POLICY_RANK = {c.DELETE_NONE: 0, c.DELETE_WORKERS: 1, c.DELETE_CLUSTER: 2, c.DELETE_SELF: 3}
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -136,55 +130,39 @@ class RayJobConfig:
 
 
 class RayJobReconciler:
+    """The RayJob state machine over a client, a recorder and the informer caches it reads.
+
+    Built without a manager (tests fill the informer lists with what they need); ``register``
+    creates the informers and the controller and wires them in.
+    """
+
     def __init__(
         self,
-        mgr: Manager,
+        client: KubeClient,
         config: RayJobConfig,
         dashboard_factory: DashboardFactory,
-        *,
-        namespaces: list[str] | None = None,
+        recorder: EventRecorder,
     ) -> None:
-        self.client: KubeClient = mgr.client
+        self.client = client
         self.config = config
         self.dashboards = dashboard_factory
-        self.recorder: EventRecorder = mgr.recorder(c.RECORDER_RAYJOB)
-        ns_list: list[str | None] = list(namespaces) if namespaces else [None]
+        self.recorder = recorder
+        # One informer per watched namespace (a single cluster-wide one when none is given).
         self.rayjobs: list[Informer] = []
         self.clusters: list[Informer] = []
         self.services: list[Informer] = []
         self.jobs: list[Informer] = []
         self.pods: list[Informer] = []
+        self.controller: Controller | None = None
         # key -> resourceVersion our last status write replaced (the cache is stale while equal)
         self._written_over: dict[str, str] = {}
         # (job, deployment status, retry count, seconds) when an attempt ends; set when
         # --enable-metrics asks for kuberay_job_execution_duration_seconds.
         self.on_attempt_end: Callable[[Obj, str, int, float], None] | None = None
-        ctrl = mgr.controller("rayjob", self.reconcile, concurrency=config.concurrency)
-        for ns in ns_list:
-            rayjobs = mgr.informer(RAYJOBS, namespace=ns)
-            clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
-            services = mgr.informer(SERVICES, namespace=ns, label_selector=SERVICE_SELECTOR)
-            jobs = mgr.informer(JOBS, namespace=ns, label_selector=OWNED_SELECTOR)
-            pods = mgr.informer(
-                PODS, namespace=ns, label_selector=POD_SELECTOR, transform=projector(POD_FIELDS)
-            )
-            # Same index the RayCluster controller keeps on this shared informer (idempotent).
-            pods.store.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
-            ctrl.for_(rayjobs)
-            # A deleted object's event budget and aggregation state go with it.
-            rayjobs.add_handler(Handler(on_delete=self._forget))
-            ctrl.owns(clusters, c.KIND_RAYJOB, c.GROUP)
-            ctrl.owns(services, c.KIND_RAYJOB, c.GROUP)
-            ctrl.owns(jobs, c.KIND_RAYJOB, c.GROUP)
-            self.rayjobs.append(rayjobs)
-            self.clusters.append(clusters)
-            self.services.append(services)
-            self.jobs.append(jobs)
-            self.pods.append(pods)
-        self.controller = ctrl
 
     # ------------------------------------------------------------------ helpers
-    def _forget(self, obj: Obj) -> None:
+    def forget(self, obj: Obj) -> None:
+        """Drops a deleted RayJob's event budget and aggregation state."""
         self.recorder.forget(obj["metadata"].get("uid", ""))
 
     def now(self) -> float:
@@ -236,10 +214,7 @@ class RayJobReconciler:
         if problem is not None:
             event_reason, message = problem
             self.recorder.event(job, WARNING, event_reason, message, "Validate")
-            status = job["status"]
-            status["jobDeploymentStatus"] = c.DEPLOYMENT_VALIDATION_FAILED
-            status["reason"] = c.JOB_REASON_VALIDATION_FAILED
-            status["message"] = message
+            st.mark_validation_failed(job, message)
             await self._write_status(job, old_status)
             return None
 
@@ -261,7 +236,7 @@ class RayJobReconciler:
         early = await handler(job)
         if early is not None:
             return early
-        self.check_backoff_limit(job)
+        st.check_backoff_limit(job)
         await self._write_status(job, old_status)
         return self._requeue()
 
@@ -321,36 +296,21 @@ class RayJobReconciler:
             updated = await self.client.patch(RAYJOBS, meta["name"], patch, _ns(job))
             meta["resourceVersion"] = updated["metadata"]["resourceVersion"]
             meta["finalizers"] = updated["metadata"].get("finalizers")
-        self._init_status(job)
+        st.init_status(job, self.config.suffix, self.now())
         return None
-
-    def _init_status(self, job: Obj) -> None:
-        """Choose the submission id and the cluster name; they are persisted before any use."""
-        spec, status = job["spec"], job["status"]
-        name = job["metadata"]["name"]
-        mode = rjb.submission_mode(job)
-        if spec.get("jobId"):
-            status["jobId"] = spec["jobId"]
-        elif not status.get("jobId") and mode != c.INTERACTIVE_MODE:
-            status["jobId"] = rjb.generated_name(name, self.config.suffix())
-        if not status.get("rayClusterName"):
-            selected = (spec.get("clusterSelector") or {}).get(c.LABEL_CLUSTER)
-            status["rayClusterName"] = selected or rjb.generated_name(name, self.config.suffix())
-        status["jobStatus"] = c.JOB_STATUS_NEW
-        status["jobDeploymentStatus"] = c.DEPLOYMENT_INITIALIZING
-        status["startTime"] = rfc3339(self.now())
 
     async def _on_initializing(self, job: Obj) -> Result | None:
         status = job["status"]
-        if self._to_suspending_if_needed(job):
+        now = self.now()
+        if st.to_suspending_if_needed(job):
             return None
-        if self.active_deadline_exceeded(job) or self.pre_running_deadline_exceeded(job):
+        if st.active_deadline_exceeded(job, now) or st.pre_running_deadline_exceeded(job, now):
             return None
         if self.config.scheduler is not None and not job["spec"].get("clusterSelector"):
             template = self._submitter_template(job)
             await self.config.scheduler.on_job_submission(self.client, job, template)
         cluster = await self._get_or_create_cluster(job)
-        status["rayClusterStatus"] = self._cluster_status_copy(job, cluster)
+        status["rayClusterStatus"] = st.cluster_status_copy(job, cluster)
         if not status.get("dashboardURL"):
             if (cluster.get("status") or {}).get("state") != c.CLUSTER_STATE_READY:
                 return None
@@ -365,7 +325,7 @@ class RayJobReconciler:
         return None
 
     async def _on_waiting(self, job: Obj) -> Result | None:
-        if self.pre_running_deadline_exceeded(job):
+        if st.pre_running_deadline_exceeded(job, self.now()):
             return None
         job_id = job["spec"].get("jobId")
         if job_id:
@@ -375,80 +335,60 @@ class RayJobReconciler:
 
     async def _on_running(self, job: Obj) -> Result | None:
         spec, status = job["spec"], job["status"]
-        if self._to_suspending_if_needed(job):
+        cfg = self.config
+        now = self.now()
+        if st.to_suspending_if_needed(job) or st.active_deadline_exceeded(job, now):
             return None
-        if self.active_deadline_exceeded(job):
+        if st.transition_grace_exceeded(job, now, cfg.transition_grace_seconds):
             return None
-        if self.transition_grace_exceeded(job) or self.status_check_timed_out(job):
+        if st.status_check_timed_out(job, now, cfg.status_check_timeout_seconds):
             return None
         mode = rjb.submission_mode(job)
-        ns = _ns(job)
-        cluster = self._cached(self.clusters, ns, status.get("rayClusterName") or "")
+        cluster = self._cached(self.clusters, _ns(job), status.get("rayClusterName") or "")
         finished_at: float | None = None
         if mode in (c.K8S_JOB_MODE, c.SIDECAR_MODE):
             failed, finished_at = self.check_submitter(job, mode)
-            if self.submitter_finished_timeout(job, finished_at):
-                return None
-            if failed:
+            grace = cfg.submitter_finished_grace_seconds
+            if st.submitter_finished_timeout(job, finished_at, self.now(), grace) or failed:
                 return None
         if cluster is not None:
-            status["rayClusterStatus"] = self._cluster_status_copy(job, cluster)
+            status["rayClusterStatus"] = st.cluster_status_copy(job, cluster)
             if not spec.get("clusterSelector"):
                 await self._reconcile_head_service(job, cluster)
         dashboard = await self._dashboard(job)
         if dashboard is None:
-            self.status_check_failed(job)
+            st.status_check_failed(job, self.now())
             return None
         try:
             info = await dashboard.get_job_info(status.get("jobId") or "")
             if info is None:
                 if mode == c.HTTP_MODE:
-                    # The id was persisted in New; the dashboard refuses a second job with it.
-                    try:
-                        await dashboard.submit_job(submit_request(job))
-                    except DashboardError as exc:
-                        # As upstream: retried next pass, without starting the check timer.
-                        log.info("submitting Ray job %s failed: %s", status.get("jobId"), exc)
-                        return self._requeue()
-                    log.info("submitted Ray job %s", status.get("jobId"))
-                    return None
-                if finished_at is not None:
-                    status["jobDeploymentStatus"] = c.DEPLOYMENT_FAILED
-                    status["reason"] = c.JOB_REASON_APP_FAILED
-                    status["message"] = "Submitter completed but Ray job not found in RayCluster."
+                    return await self._submit(job, dashboard)
+                st.ray_job_missing(job, finished_at)
                 return None
         except DashboardError as exc:
             log.info("Ray job status query failed: %s", exc)
-            self.status_check_failed(job)
+            st.status_check_failed(job, self.now())
             return None
         finally:
             await dashboard.close()
-        status.pop("jobStatusCheckFailureStartTime", None)
-        terminal = info.status in c.JOB_STATUS_TERMINAL
-        if mode in (c.K8S_JOB_MODE, c.SIDECAR_MODE):
-            terminal = terminal and finished_at is not None
-        deployment = c.DEPLOYMENT_RUNNING
-        reason = status.get("reason") or ""
-        if terminal:
-            deployment = c.DEPLOYMENT_COMPLETE
-            if info.status == c.JOB_STATUS_FAILED:
-                deployment = c.DEPLOYMENT_FAILED
-                reason = c.JOB_REASON_APP_FAILED
-        status["jobStatus"] = info.status
-        status["message"] = info.message
-        job_info: Obj = {}
-        if info.start_time:
-            job_info["startTime"] = rfc3339(info.start_time / 1000)
-        if info.end_time:
-            job_info["endTime"] = rfc3339(info.end_time / 1000)
-        status["rayJobInfo"] = job_info
-        status["jobDeploymentStatus"] = deployment
-        if reason:
-            status["reason"] = reason
+        st.apply_job_info(job, info, mode, finished_at)
+        return None
+
+    async def _submit(self, job: Obj, dashboard: DashboardClient) -> Result | None:
+        """HTTPMode: submits the Ray job under the id persisted in New (the dashboard refuses a
+        second job with it). A failure is retried next pass without starting the check timer,
+        as upstream."""
+        job_id = job["status"].get("jobId")
+        try:
+            await dashboard.submit_job(submit_request(job))
+        except DashboardError as exc:
+            log.info("submitting Ray job %s failed: %s", job_id, exc)
+            return self._requeue()
+        log.info("submitted Ray job %s", job_id)
         return None
 
     async def _on_suspending_or_retrying(self, job: Obj) -> Result | None:
-        status = job["status"]
         cluster_gone = await self._delete_cluster(job)
         job_gone = True
         if rjb.submission_mode(job) == c.K8S_JOB_MODE:
@@ -456,20 +396,7 @@ class RayJobReconciler:
         if not cluster_gone or not job_gone:
             return self._requeue()
         await self._release_gang(job)
-        for key in (
-            "rayClusterName",
-            "dashboardURL",
-            "jobId",
-            "message",
-            "reason",
-            "jobStatusCheckFailureStartTime",
-        ):
-            status.pop(key, None)
-        status["rayClusterStatus"] = {}
-        status["rayJobInfo"] = {}
-        status["jobStatus"] = c.JOB_STATUS_NEW
-        suspending = status.get("jobDeploymentStatus") == c.DEPLOYMENT_SUSPENDING
-        status["jobDeploymentStatus"] = c.DEPLOYMENT_SUSPENDED if suspending else c.DEPLOYMENT_NEW
+        st.reset_attempt(job)
         return None
 
     async def _on_suspended(self, job: Obj) -> Result | None:
@@ -525,128 +452,7 @@ class RayJobReconciler:
             note = f"Released the batch scheduler's reservation for RayJob {where}"
             self.recorder.event(job, NORMAL, c.EVENT_BATCH_SCHEDULER_CLEANED_UP, note, "Cleanup")
 
-    # ------------------------------------------------------------------ timers
-    def _to_suspending_if_needed(self, job: Obj) -> bool:
-        if not job["spec"].get("suspend") or job["spec"].get("clusterSelector"):
-            return False
-        job["status"]["jobDeploymentStatus"] = c.DEPLOYMENT_SUSPENDING
-        return True
-
-    def _start_time(self, job: Obj) -> float:
-        started = parse_time(job["status"].get("startTime"))
-        return started if started is not None else self.now()
-
-    def active_deadline_exceeded(self, job: Obj) -> bool:
-        deadline = job["spec"].get("activeDeadlineSeconds")
-        if deadline is None or self.now() < self._start_time(job) + int(deadline):
-            return False
-        status = job["status"]
-        status["jobDeploymentStatus"] = c.DEPLOYMENT_FAILED
-        status["reason"] = c.JOB_REASON_DEADLINE_EXCEEDED
-        status["message"] = (
-            f"The RayJob has passed the activeDeadlineSeconds. StartTime: "
-            f"{status.get('startTime')}. ActiveDeadlineSeconds: {int(deadline)}"
-        )
-        return True
-
-    def pre_running_deadline_exceeded(self, job: Obj) -> bool:
-        deadline = job["spec"].get("preRunningDeadlineSeconds")
-        if deadline is None or self.now() < self._start_time(job) + int(deadline):
-            return False
-        status = job["status"]
-        status["jobDeploymentStatus"] = c.DEPLOYMENT_FAILED
-        status["reason"] = c.JOB_REASON_PRE_RUNNING_DEADLINE_EXCEEDED
-        status["message"] = (
-            f"The RayJob has passed the preRunningDeadlineSeconds. StartTime: "
-            f"{status.get('startTime')}. PreRunningDeadlineSeconds: {int(deadline)}"
-        )
-        return True
-
-    def transition_grace_exceeded(self, job: Obj) -> bool:
-        status = job["status"]
-        if status.get("jobStatus") not in c.JOB_STATUS_TERMINAL:
-            return False
-        ended = parse_time((status.get("rayJobInfo") or {}).get("endTime"))
-        grace = self.config.transition_grace_seconds
-        if ended is None or self.now() < ended + grace:
-            return False
-        failed = status.get("jobStatus") == c.JOB_STATUS_FAILED
-        status["jobDeploymentStatus"] = c.DEPLOYMENT_FAILED if failed else c.DEPLOYMENT_COMPLETE
-        status["reason"] = c.JOB_REASON_TRANSITION_GRACE_PERIOD_EXCEEDED
-        status["message"] = (
-            f"The Ray job has been in the terminal state {status.get('jobStatus')} for more than "
-            f"{int(grace)} seconds, but the JobDeploymentStatus was still Running"
-        )
-        return True
-
-    def status_check_timed_out(self, job: Obj) -> bool:
-        status = job["status"]
-        since = parse_time(status.get("jobStatusCheckFailureStartTime"))
-        timeout = self.config.status_check_timeout_seconds
-        if since is None or self.now() < since + timeout:
-            return False
-        status["jobDeploymentStatus"] = c.DEPLOYMENT_FAILED
-        status["reason"] = c.JOB_REASON_STATUS_CHECK_TIMEOUT_EXCEEDED
-        status["message"] = (
-            f"Failed to get the Ray job status from the dashboard for more than {int(timeout)} "
-            "seconds"
-        )
-        return True
-
-    def status_check_failed(self, job: Obj) -> None:
-        status = job["status"]
-        if not status.get("jobStatusCheckFailureStartTime"):
-            status["jobStatusCheckFailureStartTime"] = rfc3339(self.now())
-
-    def submitter_finished_timeout(self, job: Obj, finished_at: float | None) -> bool:
-        status = job["status"]
-        if finished_at is None or status.get("jobStatus") in c.JOB_STATUS_TERMINAL:
-            return False
-        grace = self.config.submitter_finished_grace_seconds
-        if self.now() < finished_at + grace:
-            return False
-        status["jobStatus"] = c.JOB_STATUS_FAILED
-        status["jobDeploymentStatus"] = c.DEPLOYMENT_FAILED
-        status["reason"] = c.JOB_REASON_TRANSITION_GRACE_PERIOD_EXCEEDED
-        status["message"] = (
-            f"The RayJob submitter finished at {rfc3339(finished_at)} but the Ray job did not "
-            f"reach a terminal state within {int(grace)} seconds"
-        )
-        return True
-
-    def check_backoff_limit(self, job: Obj) -> None:
-        status = job["status"]
-        failed = int(status.get("failed") or 0)
-        succeeded = int(status.get("succeeded") or 0)
-        deployment = status.get("jobDeploymentStatus")
-        if deployment == c.DEPLOYMENT_FAILED:
-            failed += 1
-        if (
-            deployment == c.DEPLOYMENT_COMPLETE
-            and status.get("jobStatus") == c.JOB_STATUS_SUCCEEDED
-        ):
-            succeeded += 1
-        status["failed"] = failed
-        status["succeeded"] = succeeded
-        limit = job["spec"].get("backoffLimit")
-        if (
-            deployment == c.DEPLOYMENT_FAILED
-            and limit is not None
-            and failed < int(limit) + 1
-            and status.get("reason")
-            not in (c.JOB_REASON_DEADLINE_EXCEEDED, c.JOB_REASON_STATUS_CHECK_TIMEOUT_EXCEEDED)
-        ):
-            status["jobDeploymentStatus"] = c.DEPLOYMENT_RETRYING
-
     # ------------------------------------------------------------------ children
-    def _cluster_status_copy(self, job: Obj, cluster: Obj) -> Obj:
-        """The cluster's status, keeping the old copy when only lastUpdateTime moved."""
-        new = copy.deepcopy(cluster.get("status") or {})
-        old = job["status"].get("rayClusterStatus") or {}
-        strip_new = {k: val for k, val in new.items() if k != "lastUpdateTime"}
-        strip_old = {k: val for k, val in old.items() if k != "lastUpdateTime"}
-        return copy.deepcopy(old) if strip_new == strip_old else new
-
     async def _get_or_create_cluster(self, job: Obj) -> Obj:
         ns = _ns(job)
         name = job["status"]["rayClusterName"]
@@ -717,64 +523,15 @@ class RayJobReconciler:
         )
 
     def check_submitter(self, job: Obj, mode: str) -> tuple[bool, float | None]:
-        """(failed, finishedAt) from the submitter Job or the head pod's sidecar container."""
-        status = job["status"]
+        """(failed, finishedAt) from the cached submitter Job (K8sJobMode) or the cached head
+        pod's sidecar container (SidecarMode)."""
         ns = _ns(job)
-        app_failed = status.get("jobStatus") == c.JOB_STATUS_FAILED
-        fail_reason = c.JOB_REASON_APP_FAILED if app_failed else c.JOB_REASON_SUBMISSION_FAILED
         if mode == c.K8S_JOB_MODE:
             submitter = self._cached(self.jobs, ns, job["metadata"]["name"])
-            if submitter is None:
-                return False, None
-            for cond in (submitter.get("status") or {}).get("conditions") or []:
-                if cond.get("status") != "True":
-                    continue
-                at = parse_time(cond.get("lastTransitionTime")) or self.now()
-                if cond.get("type") == "Failed":
-                    status["jobDeploymentStatus"] = c.DEPLOYMENT_FAILED
-                    status["reason"] = fail_reason
-                    status["message"] = (
-                        f"Job submission has failed. Reason: {cond.get('reason', '')}. "
-                        f"Message: {cond.get('message', '')}"
-                    )
-                    return True, at
-                if cond.get("type") == "Complete":
-                    return False, at
-            return False, None
-        head = self._head_pod(ns, status.get("rayClusterName") or "")
-        if head is None:
-            status["jobDeploymentStatus"] = c.DEPLOYMENT_FAILED
-            status["reason"] = c.JOB_REASON_APP_FAILED
-            status["message"] = "Ray head pod not found."
-            return True, None
+            return st.check_submitter_job(job, submitter, self.now())
+        head = self._head_pod(ns, job["status"].get("rayClusterName") or "")
         restart = self.config.gates.enabled(features.SIDECAR_SUBMITTER_RESTART)
-        for cs in (head.get("status") or {}).get("containerStatuses") or []:
-            if cs.get("name") != c.SUBMITTER_CONTAINER_NAME:
-                continue
-            if restart and int(cs.get("restartCount") or 0) >= rjb.SUBMITTER_DEFAULT_BACKOFF_LIMIT:
-                status["jobDeploymentStatus"] = c.DEPLOYMENT_FAILED
-                status["reason"] = fail_reason
-                status["message"] = (
-                    f"Ray head pod container {c.SUBMITTER_CONTAINER_NAME} restarted "
-                    f"{cs.get('restartCount')} times"
-                )
-                return True, self.now()
-            term = (cs.get("state") or {}).get("terminated")
-            if not term:
-                continue
-            at = parse_time(term.get("finishedAt")) or self.now()
-            code = int(term.get("exitCode") or 0)
-            if code != 0 and not restart:
-                status["jobDeploymentStatus"] = c.DEPLOYMENT_FAILED
-                status["reason"] = fail_reason
-                status["message"] = (
-                    f"Ray head pod container {c.SUBMITTER_CONTAINER_NAME} terminated with exit "
-                    f"code {code}: {term.get('reason', '')}"
-                )
-                return True, at
-            if code == 0:
-                return False, at
-        return False, None
+        return st.check_sidecar(job, head, self.now(), restart)
 
     async def _reconcile_head_service(self, job: Obj, cluster: Obj) -> None:
         want = rjb.build_job_head_service(job, cluster, self.config.build)
@@ -902,16 +659,6 @@ class RayJobReconciler:
             "Update",
         )
 
-    def _cluster_deleted(self, job: Obj) -> bool:
-        cluster = self._cached(self.clusters, _ns(job), job["status"].get("rayClusterName") or "")
-        return cluster is None or bool(cluster["metadata"].get("deletionTimestamp"))
-
-    def _workers_deleted(self, job: Obj) -> bool:
-        cluster = self._cached(self.clusters, _ns(job), job["status"].get("rayClusterName") or "")
-        if cluster is None:
-            return True
-        return all(g.get("suspend") for g in cluster["spec"].get("workerGroupSpecs") or [])
-
     async def _execute_policy(self, job: Obj, policy: str) -> None:
         if policy == c.DELETE_SELF:
             await self._delete_self(job)
@@ -920,17 +667,10 @@ class RayJobReconciler:
         elif policy == c.DELETE_WORKERS:
             await self._delete_workers(job)
 
-    def _ttl_wait(self, job: Obj, ttl: float) -> float:
-        """Seconds until ``endTime + ttl`` (<= 0 when due)."""
-        ended = parse_time(job["status"].get("endTime"))
-        if ended is None:
-            ended = self.now()
-        return ended + ttl - self.now()
-
     async def _shutdown_after_finish(self, job: Obj) -> Result:
-        wait = self._ttl_wait(job, float(job["spec"].get("ttlSecondsAfterFinished") or 0))
+        wait = self._ttl_after_finish(job)
         if wait > 0:
-            return Result(requeue_after=int(wait + 2))
+            return Result(requeue_after=st.requeue_for(wait))
         if self.config.delete_rayjob_after_finishes:
             await self._delete_self(job)
         else:
@@ -938,43 +678,32 @@ class RayJobReconciler:
         return Result()
 
     async def _legacy_deletion(self, job: Obj, strategy: Obj) -> Result:
-        status = job["status"]
-        side = "onSuccess" if status.get("jobStatus") == c.JOB_STATUS_SUCCEEDED else "onFailure"
-        policy = ((strategy.get(side) or {}).get("policy")) or c.DELETE_NONE
+        policy = st.legacy_policy(job, strategy)
         if policy == c.DELETE_NONE:
             return Result()
-        wait = self._ttl_wait(job, float(job["spec"].get("ttlSecondsAfterFinished") or 0))
+        wait = self._ttl_after_finish(job)
         if wait > 0:
-            return Result(requeue_after=int(wait + 2))
+            return Result(requeue_after=st.requeue_for(wait))
         await self._execute_policy(job, policy)
         return Result()
 
+    def _ttl_after_finish(self, job: Obj) -> float:
+        ttl = float(job["spec"].get("ttlSecondsAfterFinished") or 0)
+        return st.ttl_wait(job, ttl, self.now())
+
     async def _deletion_rules(self, job: Obj, rules: list[Obj]) -> Result:
-        status = job["status"]
-        overdue: list[str] = []
-        next_wait: float | None = None
-        for rule in rules:
-            cond = rule.get("condition") or {}
-            if cond.get("jobStatus"):
-                matches = cond["jobStatus"] == status.get("jobStatus")
-            else:
-                matches = cond.get("jobDeploymentStatus") == status.get("jobDeploymentStatus")
-            if not matches:
-                continue
-            policy = rule.get("policy") or c.DELETE_NONE
-            if (policy == c.DELETE_CLUSTER and self._cluster_deleted(job)) or (
-                policy == c.DELETE_WORKERS and self._workers_deleted(job)
-            ):
-                continue
-            wait = self._ttl_wait(job, float(cond.get("ttlSeconds") or 0))
-            if wait <= 0:
-                overdue.append(policy)
-            elif next_wait is None or wait < next_wait:
-                next_wait = wait
-        if overdue:
-            await self._execute_policy(job, max(overdue, key=lambda p: _POLICY_RANK.get(p, 0)))
+        cluster = self._cached(self.clusters, _ns(job), job["status"].get("rayClusterName") or "")
+        due, next_wait = st.due_deletion(
+            job,
+            rules,
+            self.now(),
+            cluster_deleted=cluster is None or bool(cluster["metadata"].get("deletionTimestamp")),
+            workers_deleted=st.workers_suspended(cluster),
+        )
+        if due is not None:
+            await self._execute_policy(job, due)
         if next_wait is not None:
-            return Result(requeue_after=int(next_wait + 2))
+            return Result(requeue_after=st.requeue_for(next_wait))
         return Result()
 
     # ------------------------------------------------------------------ dashboard
@@ -1011,17 +740,10 @@ class RayJobReconciler:
     # ------------------------------------------------------------------ status
     async def _write_status(self, job: Obj, old: Obj) -> bool:
         status = job["status"]
-        new_state = status.get("jobDeploymentStatus")
-        if new_state in c.DEPLOYMENT_TERMINAL and old.get("jobDeploymentStatus") != new_state:
-            status["endTime"] = rfc3339(self.now())
         meta = job["metadata"]
-        status["observedGeneration"] = meta.get("generation")
+        now = self.now()
         cluster = self._cached(self.clusters, _ns(job), status.get("rayClusterName") or "")
-        set_conditions(job, cluster, self.now())
-        # Conditions ride along with a real change: they are derived from the rest of the
-        # status (the cluster's stall reason is inside rayClusterStatus), and an apiserver
-        # whose schema lacks them must not make every pass look like a change.
-        if _without_conditions(status) == _without_conditions(old):
+        if not st.prepare_write(job, old, cluster, now):
             return False
         body = {
             "apiVersion": c.API_VERSION,
@@ -1037,25 +759,12 @@ class RayJobReconciler:
         await self.client.update_status(RAYJOBS, body)
         key = f"{meta.get('namespace')}/{meta['name']}"
         self._written_over[key] = meta["resourceVersion"]
-        self._attempt_ended(job, old)
+        # Reported once the end is recorded (a failed write, retried next pass, reports then).
+        if self.on_attempt_end is not None:
+            ended = st.attempt_end(job, old, self.now())
+            if ended is not None:
+                self.on_attempt_end(job, *ended)
         return True
-
-    def _attempt_ended(self, job: Obj, old: Obj) -> None:
-        """Reports an attempt's duration once its end is recorded in status (so a failed
-        write, retried by the next pass, reports it then and only then)."""
-        state = job["status"].get("jobDeploymentStatus")
-        before = old.get("jobDeploymentStatus")
-        if self.on_attempt_end is None or before in c.DEPLOYMENT_TERMINAL or before == state:
-            return
-        if state not in c.DEPLOYMENT_TERMINAL and state != c.DEPLOYMENT_RETRYING:
-            return
-        started = parse_time(job["status"].get("startTime"))
-        seconds = self.now() - started if started is not None else 0.0
-        self.on_attempt_end(job, str(state), int(old.get("failed") or 0), seconds)
-
-
-def _without_conditions(status: Obj) -> Obj:
-    return {k: val for k, val in status.items() if k != "conditions"}
 
 
 def submit_request(job: Obj) -> JobSubmitRequest:
@@ -1076,80 +785,6 @@ def _ns(job: Obj) -> str:
     return str(job["metadata"].get("namespace") or "")
 
 
-def set_conditions(job: Obj, cluster: Obj | None, now: float) -> None:
-    """Kubernetes-style conditions derived from the state machine (additive to upstream)."""
-    status = job["status"]
-    conditions: list[Obj] = [dict(x) for x in status.get("conditions") or []]
-    gen = job["metadata"].get("generation")
-    stamp = rfc3339(now)
-    state = status.get("jobDeploymentStatus") or ""
-
-    def put(ctype: str, value: str, reason: str, message: str) -> None:
-        for cond in conditions:
-            if cond.get("type") == ctype:
-                if cond.get("status") != value:
-                    cond["lastTransitionTime"] = stamp
-                cond.update(status=value, reason=reason, message=message)
-                if gen is not None:
-                    cond["observedGeneration"] = gen
-                return
-        new: Obj = {
-            "type": ctype,
-            "status": value,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": stamp,
-        }
-        if gen is not None:
-            new["observedGeneration"] = gen
-        conditions.append(new)
-
-    if state == c.DEPLOYMENT_INITIALIZING:
-        if cluster is None:
-            put(
-                COND_CLUSTER_READY,
-                "False",
-                "RayClusterNotFound",
-                "The RayCluster does not exist yet",
-            )
-        elif (cluster.get("status") or {}).get("state") == c.CLUSTER_STATE_READY:
-            put(COND_CLUSTER_READY, "True", "RayClusterReady", "The RayCluster is ready")
-        else:
-            provisioned = next(
-                (
-                    x
-                    for x in (cluster.get("status") or {}).get("conditions") or []
-                    if x.get("type") == c.COND_RAYCLUSTER_PROVISIONED
-                ),
-                None,
-            )
-            reason = (provisioned or {}).get("reason") or "RayClusterNotReady"
-            message = (provisioned or {}).get("message") or "Waiting for the RayCluster"
-            put(COND_CLUSTER_READY, "False", str(reason), str(message))
-    elif state in (c.DEPLOYMENT_RUNNING, c.DEPLOYMENT_WAITING):
-        put(COND_CLUSTER_READY, "True", "RayClusterReady", "The RayCluster is ready")
-    elif state in (c.DEPLOYMENT_SUSPENDED, c.DEPLOYMENT_NEW, c.DEPLOYMENT_RETRYING):
-        put(COND_CLUSTER_READY, "False", state or "New", "No RayCluster for this attempt yet")
-    put(
-        COND_SUSPENDED,
-        "True" if state == c.DEPLOYMENT_SUSPENDED else "False",
-        "Suspended" if state == c.DEPLOYMENT_SUSPENDED else "NotSuspended",
-        "",
-    )
-    reason = str(status.get("reason") or "")
-    message = str(status.get("message") or "")
-    if state == c.DEPLOYMENT_COMPLETE:
-        put(COND_COMPLETE, "True", reason or "JobSucceeded", message)
-        put(COND_FAILED, "False", "Complete", "")
-    elif state in (c.DEPLOYMENT_FAILED, c.DEPLOYMENT_VALIDATION_FAILED):
-        put(COND_FAILED, "True", reason or "Failed", message)
-        put(COND_COMPLETE, "False", "Failed", "")
-    else:
-        put(COND_COMPLETE, "False", state or "New", "")
-        put(COND_FAILED, "False", state or "New", "")
-    status["conditions"] = conditions
-
-
 def dashboard_base_url(dashboard_url: str, namespace: str, apiserver: str | None) -> str:
     """Where to reach a job's dashboard: ``status.dashboardURL`` directly, or (with an API
     server URL, ``--use-kubernetes-proxy``) the same head Service through the API server's
@@ -1167,4 +802,34 @@ def register(
     namespaces: list[str] | None,
     dashboard_factory: DashboardFactory,
 ) -> RayJobReconciler:
-    return RayJobReconciler(mgr, config, dashboard_factory, namespaces=namespaces)
+    """Builds the reconciler and wires it into ``mgr``: one set of informers per watched
+    namespace (all namespaces when none is given) and the controller that owns the RayJob's
+    clusters, Services and submitter Jobs."""
+    reconciler = RayJobReconciler(
+        mgr.client, config, dashboard_factory, mgr.recorder(c.RECORDER_RAYJOB)
+    )
+    ctrl = mgr.controller("rayjob", reconciler.reconcile, concurrency=config.concurrency)
+    ns_list: list[str | None] = list(namespaces) if namespaces else [None]
+    for ns in ns_list:
+        rayjobs = mgr.informer(RAYJOBS, namespace=ns)
+        clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
+        services = mgr.informer(SERVICES, namespace=ns, label_selector=SERVICE_SELECTOR)
+        jobs = mgr.informer(JOBS, namespace=ns, label_selector=OWNED_SELECTOR)
+        pods = mgr.informer(
+            PODS, namespace=ns, label_selector=POD_SELECTOR, transform=projector(POD_FIELDS)
+        )
+        # Same index the RayCluster controller keeps on this shared informer (idempotent).
+        pods.store.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
+        ctrl.for_(rayjobs)
+        # A deleted object's event budget and aggregation state go with it.
+        rayjobs.add_handler(Handler(on_delete=reconciler.forget))
+        ctrl.owns(clusters, c.KIND_RAYJOB, c.GROUP)
+        ctrl.owns(services, c.KIND_RAYJOB, c.GROUP)
+        ctrl.owns(jobs, c.KIND_RAYJOB, c.GROUP)
+        reconciler.rayjobs.append(rayjobs)
+        reconciler.clusters.append(clusters)
+        reconciler.services.append(services)
+        reconciler.jobs.append(jobs)
+        reconciler.pods.append(pods)
+    reconciler.controller = ctrl
+    return reconciler

@@ -1,0 +1,147 @@
+"""The RayJob reconciler built without a manager: what it reads from its caches, hands to the
+status functions and writes back. The client and recorder are small fakes; the caches are real
+stores."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from kuberay.api import features
+from kuberay.api.features import FeatureGates
+from kuberay.controllers import rayjob as rj
+from kuberay.controllers.common import rfc3339
+from kuberay.runtime.client import KubeClient
+from kuberay.runtime.events import EventRecorder
+from kuberay.runtime.informer import Informer
+from kuberay.runtime.store import Store, index_by_label
+
+T0 = 1_700_000_000.0
+
+
+class Cache:
+    """Stands in for an informer: only its store is read."""
+
+    def __init__(self, *objs: dict[str, Any]) -> None:
+        self.store = Store()
+        self.store.add_indexer("cluster", index_by_label("ray.io/cluster"))
+        for obj in objs:
+            self.store.upsert(obj)
+
+
+class Client:
+    def __init__(self) -> None:
+        self.status_writes: list[dict[str, Any]] = []
+
+    async def update_status(self, resource: Any, body: dict[str, Any]) -> dict[str, Any]:
+        self.status_writes.append(body)
+        return body
+
+
+def reconciler(
+    client: Client | None = None, gates: FeatureGates | None = None, now: float = T0
+) -> rj.RayJobReconciler:
+    config = rj.RayJobConfig(gates=gates or FeatureGates(), clock=lambda: now)
+    return rj.RayJobReconciler(
+        cast(KubeClient, client or Client()),
+        config,
+        lambda *a, **k: None,  # type: ignore[arg-type]
+        cast(EventRecorder, None),
+    )
+
+
+def caches(*objs: dict[str, Any]) -> list[Informer]:
+    return [cast(Informer, Cache(*objs))]
+
+
+def job(**status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "j", "namespace": "ns", "generation": 1, "resourceVersion": "7"},
+        "spec": {},
+        "status": {"startTime": rfc3339(T0), **status},
+    }
+
+
+def test_a_reconciler_needs_no_manager() -> None:
+    r = reconciler()
+    assert (r.rayjobs, r.clusters, r.services, r.jobs, r.pods) == ([], [], [], [], [])
+    assert r.controller is None
+    assert r.now() == T0
+
+
+def submitter_job(cond_type: str) -> dict[str, Any]:
+    cond = {"type": cond_type, "status": "True", "lastTransitionTime": rfc3339(T0 - 5)}
+    return {"metadata": {"name": "j", "namespace": "ns"}, "status": {"conditions": [cond]}}
+
+
+@pytest.mark.parametrize(
+    ("cached", "want"),
+    [
+        ([submitter_job("Complete")], (False, T0 - 5)),
+        ([submitter_job("Failed")], (True, T0 - 5)),
+        ([], (False, None)),
+    ],
+)
+def test_k8s_job_mode_reads_the_cached_submitter(
+    cached: list[dict[str, Any]], want: tuple[bool, float | None]
+) -> None:
+    r = reconciler()
+    r.jobs = caches(*cached)
+    assert r.check_submitter(job(jobDeploymentStatus="Running"), "K8sJobMode") == want
+
+
+def pod(name: str, node_type: str, state: dict[str, Any], deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "labels": {"ray.io/cluster": "c", "ray.io/node-type": node_type},
+    }
+    if deleting:
+        meta["deletionTimestamp"] = rfc3339(T0)
+    statuses = [{"name": "ray-job-submitter", "state": state, "restartCount": 3}]
+    return {"metadata": meta, "status": {"containerStatuses": statuses}}
+
+
+DONE = {"terminated": {"exitCode": 0, "finishedAt": rfc3339(T0 - 1)}}
+RUNNING: dict[str, Any] = {"running": {}}
+
+
+@pytest.mark.parametrize(
+    ("pods", "restart", "want"),
+    [
+        ([pod("h", "head", DONE)], False, (False, T0 - 1)),
+        ([pod("w", "worker", DONE)], False, (True, None)),  # a worker is not the head
+        ([pod("h", "head", DONE, deleting=True)], False, (True, None)),  # going away
+        ([pod("h", "head", RUNNING)], False, (False, None)),
+        ([pod("h", "head", RUNNING)], True, (True, T0)),  # too many restarts, gate on
+    ],
+)
+def test_sidecar_mode_reads_the_cached_head_pod(
+    pods: list[dict[str, Any]], restart: bool, want: tuple[bool, float | None]
+) -> None:
+    gates = FeatureGates({features.SIDECAR_SUBMITTER_RESTART: restart})
+    r = reconciler(gates=gates)
+    r.pods = caches(*pods)
+    obj = job(jobDeploymentStatus="Running", rayClusterName="c")
+    assert r.check_submitter(obj, "SidecarMode") == want
+
+
+async def test_one_status_write_and_the_attempt_end_is_reported_once() -> None:
+    client = Client()
+    r = reconciler(client, now=T0 + 30)
+    r.clusters = caches()
+    ended: list[tuple[str, int, float]] = []
+    r.on_attempt_end = lambda obj, state, retries, seconds: ended.append((state, retries, seconds))
+    obj = job(jobDeploymentStatus="Failed", failed=1)
+    old = {**obj["status"], "jobDeploymentStatus": "Running", "failed": 0}
+    assert await r._write_status(obj, old)
+    assert len(client.status_writes) == 1
+    written = client.status_writes[0]
+    assert written["metadata"]["resourceVersion"] == "7"
+    assert written["status"]["endTime"] == rfc3339(T0 + 30)
+    assert ended == [("Failed", 0, 30.0)]
+    # Nothing but conditions changed: no write, nothing reported.
+    assert not await r._write_status(obj, {**obj["status"], "conditions": []})
+    assert len(client.status_writes) == 1
+    assert len(ended) == 1
