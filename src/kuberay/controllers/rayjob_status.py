@@ -8,11 +8,13 @@ inputs. The reconciler (``rayjob.py``) does the I/O and calls these.
 
 Invariants and failure modes:
 - Like upstream's ``...AndUpdateStatusIfNeeded`` helpers, a check edits ``job["status"]`` in
-  place and says whether it changed the JobDeploymentStatus; a True answer ends the pass's state
-  handler, so at most one transition is decided per pass and the status write records it.
-- Timers count from persisted timestamps only (``startTime``, ``rayJobInfo.endTime``,
-  ``jobStatusCheckFailureStartTime``, ``endTime``); a missing or unreadable timestamp never fires
-  a timer early: deadlines then count from ``now`` and the other timers do not run at all.
+  place and says whether it changed the JobDeploymentStatus; a True answer ends the state
+  handler for this pass (only the backoff limit may still turn Failed into Retrying), and the
+  one status write at the end of the pass records the outcome.
+- Timers count from timestamps in the status (``startTime``, ``rayJobInfo.endTime``,
+  ``jobStatusCheckFailureStartTime``, ``endTime``) or on the observed submitter; a missing or
+  unreadable timestamp never fires a timer early: deadlines and TTLs then count from ``now``,
+  the grace and status-check timers do not run at all.
 - Deadline and status-check-timeout failures are final: the backoff limit never retries them
   (a retry could not finish in time either, and the dashboard is not answering).
 - Beyond upstream, ``status.conditions`` are derived from the rest of the status only, so they
@@ -117,9 +119,9 @@ def active_deadline_exceeded(job: Obj, now: float) -> bool:
 
 
 def pre_running_deadline_exceeded(job: Obj, now: float) -> bool:
-    """upstream: the preRunningDeadlineSeconds check of the Initializing and Waiting states.
-    Fails an attempt that has not reached Running within the deadline (unlike the active
-    deadline, this failure may be retried by the backoff limit)."""
+    """upstream: the preRunningDeadlineSeconds check (rayjob_controller.go), made while
+    Initializing and Waiting. Fails an attempt that has not reached Running within the
+    deadline (unlike the active deadline, this failure may be retried by the backoff limit)."""
     deadline = job["spec"].get("preRunningDeadlineSeconds")
     if deadline is None or now < start_time(job, now) + int(deadline):
         return False
