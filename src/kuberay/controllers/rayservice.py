@@ -4,6 +4,13 @@ gate RayServiceIncrementalUpgrade), rollback of an incremental upgrade, suspend 
 ``ray.io/initializing-timeout`` annotation (terminal, as upstream); upstream:
 ray-operator/controllers/ray/rayservice_controller.go.
 
+What is decided and what is done are apart: the decisions of a pass (status, conditions, which
+cluster serves, when to prepare a new one, each incremental step) are pure functions in
+``rayservice_status`` and ``rayservice_incremental``, fed with what this module observed and one
+clock reading; this module reads the caches, talks to the API server and the dashboards, and
+makes the writes those functions ask for. The Serve proxy probe is ``kuberay.ray.serve``.
+``RayServiceReconciler`` is built without a Manager; ``register`` wires it into one.
+
 Invariants and failure modes:
 - Intent before action. A new cluster's name is written to
   ``status.pendingServiceStatus.rayClusterName`` before the cluster is created; every later pass
@@ -243,58 +250,16 @@ class RayServiceReconciler:
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, req: Request) -> Result | None:
-        ns = req.namespace or ""
-        cached = self._cached(self.rayservices, ns, req.name)
-        if cached is None:
+        svc = self._working_copy(req.namespace or "", req.name)
+        if svc is None:
             return None
-        spec = cached.get("spec") or {}
-        managed_by = spec.get("managedBy")
-        if managed_by is not None and managed_by != c.MANAGED_BY_KUBERAY:
-            return None
-        svc = copy.deepcopy(cached)
-        svc.setdefault("apiVersion", c.API_VERSION)
-        svc.setdefault("kind", c.KIND_RAYSERVICE)
-        if not isinstance(svc.get("status"), dict):
-            svc["status"] = {}
         old_status = copy.deepcopy(svc["status"])
-        name = svc["metadata"]["name"]
-        deleting = bool(svc["metadata"].get("deletionTimestamp"))
-
-        wait = await self._clean_up_clusters(svc, deleting)
-        if deleting:
-            return await self._finalize(svc)
-        if c.FINALIZER_RAYSERVICE not in (svc["metadata"].get("finalizers") or []):
-            await self._add_finalizer(svc)
-            return self._requeue(0)
-
-        problem = rss.validation_problem(svc, self.config.gates)
-        if problem is not None:
-            reason, message = problem
-            self.recorder.event(svc, WARNING, reason, message, "Validate")
-            self._set_condition(svc, c.COND_READY, "False", c.REASON_VALIDATION_FAILED, message)
-            await self._write_status(svc, old_status)
-            return None
-
-        status = svc["status"]
-        stop, result = await self._handle_suspend(svc, old_status)
+        stop, result, wait = await self._preflight(svc, old_status)
         if stop:
             return result
-        self._init_conditions(svc)
-        if self._initializing_timed_out(svc):
-            # Terminal: no cluster is kept (the clean-up deletes them after the delay); only
-            # deleting and recreating the RayService recovers.
-            rss.clear_sides(status)
-            await self._write_status(svc, old_status)
-            remaining = self._owned_clusters(ns, name)
-            return self._requeue(wait) if remaining else None
+        status = svc["status"]
         active_name = (status.get(rss.ACTIVE) or {}).get("rayClusterName") or ""
-        pending_name = pending_name_of(svc)
-        active = self._cached(self.clusters, ns, active_name) if active_name else None
-        pending = await self._ensure_pending(svc, pending_name) if pending_name else None
-        if active is not None:
-            active = await self._update_in_place(svc, active)
-        if pending is not None:
-            pending = await self._update_in_place(svc, pending)
+        active, pending = await self._clusters(svc, active_name, pending_name_of(svc))
 
         incremental = rsi.is_incremental(svc, self.config.gates)
         rolling_back = False
@@ -326,20 +291,7 @@ class RayServiceReconciler:
             active, pending, detail = await self._switch_traffic(
                 svc, active, pending, active_serve, pending_serve, incremental=incremental
             )
-        prepare = rss.should_prepare_new_cluster(
-            svc,
-            active,
-            pending,
-            incremental=incremental,
-            gates=self.config.gates,
-            zero_downtime=self.config.zero_downtime,
-        )
-        if prepare:
-            new_name = rsb.cluster_name_for(name, self.config.suffix())
-            status[rss.PENDING] = rss.new_pending_side(
-                new_name, incremental=incremental, has_active=active is not None
-            )
-            log.info("RayService %s/%s: new pending cluster %s", ns, name, new_name)
+        self._prepare_new_cluster(svc, active, pending, incremental=incremental)
         status["numServeEndpoints"] = self._num_serve_endpoints(svc, incremental=incremental)
         waiting = rss.upgrade_detail(svc, pending, pending_serve.apps, detail)
         self._set_status_conditions(
@@ -348,6 +300,96 @@ class RayServiceReconciler:
         await self._write_status(svc, old_status)
         soonest = [x for x in (wait, step_wait) if x is not None]
         return self._requeue(min([*soonest, self.config.requeue_seconds]) if soonest else None)
+
+    def _working_copy(self, ns: str, name: str) -> Obj | None:
+        """A copy of the cached RayService to work on, or None when there is none or another
+        controller manages it."""
+        cached = self._cached(self.rayservices, ns, name)
+        if cached is None:
+            return None
+        spec = cached.get("spec") or {}
+        managed_by = spec.get("managedBy")
+        if managed_by is not None and managed_by != c.MANAGED_BY_KUBERAY:
+            return None
+        svc = copy.deepcopy(cached)
+        svc.setdefault("apiVersion", c.API_VERSION)
+        svc.setdefault("kind", c.KIND_RAYSERVICE)
+        if not isinstance(svc.get("status"), dict):
+            svc["status"] = {}
+        return svc
+
+    async def _preflight(
+        self, svc: Obj, old_status: Obj
+    ) -> tuple[bool, Result | None, float | None]:
+        """Everything that may end a pass before the clusters are looked at: the clean-up of
+        stale clusters, deletion, the finalizer, validation, suspend and the initializing
+        timeout. Returns (stop, the result when stopping, seconds until the next due
+        clean-up)."""
+        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+        deleting = bool(svc["metadata"].get("deletionTimestamp"))
+        wait = await self._clean_up_clusters(svc, deleting)
+        if deleting:
+            return True, await self._finalize(svc), wait
+        if c.FINALIZER_RAYSERVICE not in (svc["metadata"].get("finalizers") or []):
+            await self._add_finalizer(svc)
+            return True, self._requeue(0), wait
+
+        problem = rss.validation_problem(svc, self.config.gates)
+        if problem is not None:
+            reason, message = problem
+            self.recorder.event(svc, WARNING, reason, message, "Validate")
+            self._set_condition(svc, c.COND_READY, "False", c.REASON_VALIDATION_FAILED, message)
+            await self._write_status(svc, old_status)
+            return True, None, wait
+
+        stop, result = await self._handle_suspend(svc, old_status)
+        if stop:
+            return True, result, wait
+        self._init_conditions(svc)
+        if self._initializing_timed_out(svc):
+            # Terminal: no cluster is kept (the clean-up deletes them after the delay); only
+            # deleting and recreating the RayService recovers.
+            rss.clear_sides(svc["status"])
+            await self._write_status(svc, old_status)
+            remaining = self._owned_clusters(ns, name)
+            return True, self._requeue(wait) if remaining else None, wait
+        return False, None, wait
+
+    async def _clusters(
+        self, svc: Obj, active_name: str, pending_name: str
+    ) -> tuple[Obj | None, Obj | None]:
+        """The active cluster (from the cache) and the pending one (created when only its name
+        exists yet), both updated in place when the goal only grew their worker groups."""
+        ns = svc["metadata"]["namespace"]
+        active = self._cached(self.clusters, ns, active_name) if active_name else None
+        pending = await self._ensure_pending(svc, pending_name) if pending_name else None
+        if active is not None:
+            active = await self._update_in_place(svc, active)
+        if pending is not None:
+            pending = await self._update_in_place(svc, pending)
+        return active, pending
+
+    def _prepare_new_cluster(
+        self, svc: Obj, active: Obj | None, pending: Obj | None, *, incremental: bool
+    ) -> None:
+        """Names a new pending cluster in the status when ``rss.should_prepare_new_cluster``
+        says so; it is created on the next pass, from that name."""
+        prepare = rss.should_prepare_new_cluster(
+            svc,
+            active,
+            pending,
+            incremental=incremental,
+            gates=self.config.gates,
+            zero_downtime=self.config.zero_downtime,
+        )
+        if not prepare:
+            return
+        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+        new_name = rsb.cluster_name_for(name, self.config.suffix())
+        svc["status"][rss.PENDING] = rss.new_pending_side(
+            new_name, incremental=incremental, has_active=active is not None
+        )
+        log.info("RayService %s/%s: new pending cluster %s", ns, name, new_name)
 
     async def _reconcile_serve_sides(
         self,
