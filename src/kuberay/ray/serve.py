@@ -1,6 +1,7 @@
 """The Ray Serve proxy health check: one ``GET /-/healthz`` against a node's serve port.
 
-upstream: ``CheckProxyActorHealth`` (ray-operator/controllers/ray/utils/httpproxy_httprequest.go).
+upstream: ``RayHttpProxyClient.CheckProxyActorHealth`` (ray-operator/controllers/ray/utils), which
+reports an unreachable proxy as unhealthy; the third value below is ours.
 
 Invariants and failure modes:
 - The answer has three values, because the caller treats them differently: True for HTTP 200,
