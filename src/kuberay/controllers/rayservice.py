@@ -4,6 +4,13 @@ gate RayServiceIncrementalUpgrade), rollback of an incremental upgrade, suspend 
 ``ray.io/initializing-timeout`` annotation (terminal, as upstream); upstream:
 ray-operator/controllers/ray/rayservice_controller.go.
 
+What is decided and what is done are apart: the decisions of a pass (status, conditions, which
+cluster serves, when to prepare a new one, each incremental step) are pure functions in
+``rayservice_status`` and ``rayservice_incremental``, fed with what this module observed and one
+clock reading; this module reads the caches, talks to the API server and the dashboards, and
+makes the writes those functions ask for. The Serve proxy probe is ``kuberay.ray.serve``.
+``RayServiceReconciler`` is built without a Manager; ``register`` wires it into one.
+
 Invariants and failure modes:
 - Intent before action. A new cluster's name is written to
   ``status.pendingServiceStatus.rayClusterName`` before the cluster is created; every later pass
@@ -58,7 +65,6 @@ Invariants and failure modes:
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import copy
@@ -67,32 +73,27 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-import yaml
-from pydantic import ValidationError
-
 from kuberay.api import constants as c
-from kuberay.api import features
-from kuberay.api import validation as v
 from kuberay.api.features import FeatureGates
-from kuberay.api.k8svalidation import parse_go_duration
-from kuberay.api.rayservice import RayService
 from kuberay.builders import gateway as gwb
 from kuberay.builders import names
 from kuberay.builders import rayjob as rjb
 from kuberay.builders import rayservice as rsb
 from kuberay.builders.errors import BuildError
 from kuberay.builders.options import BuildOptions
+from kuberay.controllers import rayservice_incremental as rsi
 from kuberay.controllers import rayservice_status as rss
 from kuberay.controllers.common import (
     POD_SELECTOR,
     RAYCLUSTERS,
     find_cached,
-    parse_time,
     random_suffix,
     rfc3339,
 )
 from kuberay.controllers.rayjob import dashboard_base_url
+from kuberay.controllers.rayservice_status import ServeState, pending_name_of
 from kuberay.ray.dashboard import DashboardClient, DashboardError, DashboardFactory
+from kuberay.ray.serve import HealthProbe, proxy_healthz
 from kuberay.runtime.client import (
     ENDPOINTSLICES,
     PODS,
@@ -101,7 +102,7 @@ from kuberay.runtime.client import (
     KubeClient,
     Resource,
 )
-from kuberay.runtime.controller import Request, Result
+from kuberay.runtime.controller import Controller, Request, Result
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
 from kuberay.runtime.informer import Handler, Informer
@@ -131,40 +132,6 @@ ENDPOINTSLICE_FIELDS: FieldTree = {
 RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
 GATEWAYS = Resource("gateway.networking.k8s.io", "v1", "gateways", kind="Gateway")
 HTTPROUTES = Resource("gateway.networking.k8s.io", "v1", "httproutes", kind="HTTPRoute")
-
-HealthProbe = Callable[[str, int], Awaitable[bool | None]]
-
-
-async def proxy_healthz(ip: str, port: int, timeout: float = 2.0) -> bool | None:
-    """GET ``http://ip:port/-/healthz``: True on 200, False on another answer, None when the
-    proxy cannot be reached at all."""
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(ip, port), timeout)
-    except (OSError, TimeoutError):
-        return None
-    try:
-        request = f"GET /-/healthz HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n"
-        writer.write(request.encode())
-        await writer.drain()
-        line = await asyncio.wait_for(reader.readline(), timeout)
-        parts = line.decode(errors="replace").split()
-        return len(parts) >= 2 and parts[1] == "200"
-    except (OSError, TimeoutError):
-        return None
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-
-
-@dataclass
-class ServeState:
-    """What one pass learned from a cluster's dashboard (all empty when it could not ask)."""
-
-    ready: bool = False
-    apps: dict[str, Obj] | None = None
-    capacity: int | None = None  # the target_capacity Serve reports (incremental upgrades)
-    deployed: Obj = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -225,52 +192,30 @@ class RayServiceConfig:
 
 
 class RayServiceReconciler:
+    """Reconciles RayServices. Construction needs no Manager: the caches it reads are the
+    informer lists (one informer per watched namespace), empty until ``register`` wires it,
+    so a test can build one around its own client, recorder and informers."""
+
     def __init__(
         self,
-        mgr: Manager,
+        client: KubeClient,
+        recorder: EventRecorder,
         config: RayServiceConfig,
         dashboard_factory: DashboardFactory,
-        *,
-        namespaces: list[str] | None = None,
     ) -> None:
-        self.client: KubeClient = mgr.client
+        self.client = client
         self.config = config
         self.dashboards = dashboard_factory
-        self.recorder: EventRecorder = mgr.recorder(c.RECORDER_RAYSERVICE)
-        ns_list: list[str | None] = list(namespaces) if namespaces else [None]
+        self.recorder = recorder
         self.rayservices: list[Informer] = []
         self.clusters: list[Informer] = []
         self.services: list[Informer] = []
         self.pods: list[Informer] = []
         self.slices: list[Informer] = []
-        ctrl = mgr.controller("rayservice", self.reconcile, concurrency=config.concurrency)
-        for ns in ns_list:
-            rayservices = mgr.informer(RAYSERVICES, namespace=ns)
-            clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
-            services = mgr.informer(SERVICES, namespace=ns, label_selector=SERVICE_SELECTOR)
-            pods = mgr.informer(
-                PODS, namespace=ns, label_selector=POD_SELECTOR, transform=projector(POD_FIELDS)
-            )
-            pods.store.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
-            slices = mgr.informer(
-                ENDPOINTSLICES, namespace=ns, transform=projector(ENDPOINTSLICE_FIELDS)
-            )
-            clusters.store.add_indexer("origin", index_by_label(c.LABEL_ORIGINATED_FROM_CR_NAME))
-            slices.store.add_indexer("service", index_by_label(c.LABEL_ENDPOINTSLICE_SERVICE_NAME))
-            ctrl.for_(rayservices)
-            # A deleted object's event budget and aggregation state go with it.
-            rayservices.add_handler(Handler(on_delete=self._forget))
-            ctrl.owns(clusters, c.KIND_RAYSERVICE, c.GROUP)
-            ctrl.owns(services, c.KIND_RAYSERVICE, c.GROUP)
-            self.rayservices.append(rayservices)
-            self.clusters.append(clusters)
-            self.services.append(services)
-            self.pods.append(pods)
-            self.slices.append(slices)
-        self.controller = ctrl
+        self.controller: Controller | None = None
 
     # ------------------------------------------------------------------ helpers
-    def _forget(self, obj: Obj) -> None:
+    def forget(self, obj: Obj) -> None:
         self.recorder.forget(obj["metadata"].get("uid", ""))
 
     def now(self) -> float:
@@ -305,8 +250,61 @@ class RayServiceReconciler:
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, req: Request) -> Result | None:
-        ns = req.namespace or ""
-        cached = self._cached(self.rayservices, ns, req.name)
+        svc = self._working_copy(req.namespace or "", req.name)
+        if svc is None:
+            return None
+        old_status = copy.deepcopy(svc["status"])
+        stop, result, wait = await self._preflight(svc, old_status)
+        if stop:
+            return result
+        status = svc["status"]
+        active_name = (status.get(rss.ACTIVE) or {}).get("rayClusterName") or ""
+        active, pending = await self._clusters(svc, active_name, pending_name_of(svc))
+
+        incremental = rsi.is_incremental(svc, self.config.gates)
+        rolling_back = False
+        if incremental and active is not None and pending is not None:
+            rolling_back = rsi.reconcile_rollback_state(svc, active, pending, self.now())
+        elif pending is None:
+            rss.drop_condition(svc, c.COND_ROLLBACK_IN_PROGRESS)
+        active_serve, pending_serve = await self._reconcile_serve_sides(
+            svc, active, pending, incremental=incremental, rolling_back=rolling_back
+        )
+
+        # ---- status of both sides (what the dashboards said)
+        if active is not None:
+            status[rss.ACTIVE] = rss.side_status(status.get(rss.ACTIVE), active, active_serve)
+        elif active_name:
+            status[rss.ACTIVE] = {}
+        if pending is not None:
+            status[rss.PENDING] = rss.side_status(status.get(rss.PENDING), pending, pending_serve)
+
+        step_wait: float | None = None
+        if incremental and active is not None:
+            before = active
+            active, pending, detail, step_wait = await self._incremental_upgrade(
+                svc, active, pending, active_serve, pending_serve, rolling_back
+            )
+            if (active_serve if active is before else pending_serve).ready:
+                await self._reconcile_services(svc, active)
+        else:
+            active, pending, detail = await self._switch_traffic(
+                svc, active, pending, active_serve, pending_serve, incremental=incremental
+            )
+        self._prepare_new_cluster(svc, active, pending, incremental=incremental)
+        status["numServeEndpoints"] = self._num_serve_endpoints(svc, incremental=incremental)
+        waiting = rss.upgrade_detail(svc, pending, pending_serve.apps, detail)
+        self._set_status_conditions(
+            svc, active is not None, bool(pending_name_of(svc)), waiting=waiting
+        )
+        await self._write_status(svc, old_status)
+        soonest = [x for x in (wait, step_wait) if x is not None]
+        return self._requeue(min([*soonest, self.config.requeue_seconds]) if soonest else None)
+
+    def _working_copy(self, ns: str, name: str) -> Obj | None:
+        """A copy of the cached RayService to work on, or None when there is none or another
+        controller manages it."""
+        cached = self._cached(self.rayservices, ns, name)
         if cached is None:
             return None
         spec = cached.get("spec") or {}
@@ -318,63 +316,99 @@ class RayServiceReconciler:
         svc.setdefault("kind", c.KIND_RAYSERVICE)
         if not isinstance(svc.get("status"), dict):
             svc["status"] = {}
-        old_status = copy.deepcopy(svc["status"])
-        name = svc["metadata"]["name"]
-        deleting = bool(svc["metadata"].get("deletionTimestamp"))
+        return svc
 
+    async def _preflight(
+        self, svc: Obj, old_status: Obj
+    ) -> tuple[bool, Result | None, float | None]:
+        """Everything that may end a pass before the clusters are looked at: the clean-up of
+        stale clusters, deletion, the finalizer, validation, suspend and the initializing
+        timeout. Returns (stop, the result when stopping, seconds until the next due
+        clean-up)."""
+        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+        deleting = bool(svc["metadata"].get("deletionTimestamp"))
         wait = await self._clean_up_clusters(svc, deleting)
         if deleting:
-            return await self._finalize(svc)
+            return True, await self._finalize(svc), wait
         if c.FINALIZER_RAYSERVICE not in (svc["metadata"].get("finalizers") or []):
             await self._add_finalizer(svc)
-            return self._requeue(0)
+            return True, self._requeue(0), wait
 
-        problem = self._validate(svc)
+        problem = rss.validation_problem(svc, self.config.gates)
         if problem is not None:
             reason, message = problem
             self.recorder.event(svc, WARNING, reason, message, "Validate")
             self._set_condition(svc, c.COND_READY, "False", c.REASON_VALIDATION_FAILED, message)
             await self._write_status(svc, old_status)
-            return None
+            return True, None, wait
 
-        status = svc["status"]
         stop, result = await self._handle_suspend(svc, old_status)
         if stop:
-            return result
+            return True, result, wait
         self._init_conditions(svc)
         if self._initializing_timed_out(svc):
             # Terminal: no cluster is kept (the clean-up deletes them after the delay); only
             # deleting and recreating the RayService recovers.
-            status["activeServiceStatus"] = {}
-            status["pendingServiceStatus"] = {}
-            status["numServeEndpoints"] = 0
-            status["serviceStatus"] = ""
+            rss.clear_sides(svc["status"])
             await self._write_status(svc, old_status)
             remaining = self._owned_clusters(ns, name)
-            return self._requeue(wait) if remaining else None
-        active_name = (status.get("activeServiceStatus") or {}).get("rayClusterName") or ""
-        pending_name = (status.get("pendingServiceStatus") or {}).get("rayClusterName") or ""
+            return True, self._requeue(wait) if remaining else None, wait
+        return False, None, wait
+
+    async def _clusters(
+        self, svc: Obj, active_name: str, pending_name: str
+    ) -> tuple[Obj | None, Obj | None]:
+        """The active cluster (from the cache) and the pending one (created when only its name
+        exists yet), both updated in place when the goal only grew their worker groups."""
+        ns = svc["metadata"]["namespace"]
         active = self._cached(self.clusters, ns, active_name) if active_name else None
         pending = await self._ensure_pending(svc, pending_name) if pending_name else None
         if active is not None:
             active = await self._update_in_place(svc, active)
         if pending is not None:
             pending = await self._update_in_place(svc, pending)
+        return active, pending
 
-        incremental = self._incremental(svc)
-        rolling_back = False
-        if incremental and active is not None and pending is not None:
-            rolling_back = self._reconcile_rollback_state(svc, active, pending)
-        elif pending is None:
-            self._drop_condition(svc, c.COND_ROLLBACK_IN_PROGRESS)
+    def _prepare_new_cluster(
+        self, svc: Obj, active: Obj | None, pending: Obj | None, *, incremental: bool
+    ) -> None:
+        """Names a new pending cluster in the status when ``rss.should_prepare_new_cluster``
+        says so; it is created on the next pass, from that name."""
+        prepare = rss.should_prepare_new_cluster(
+            svc,
+            active,
+            pending,
+            incremental=incremental,
+            gates=self.config.gates,
+            zero_downtime=self.config.zero_downtime,
+        )
+        if not prepare:
+            return
+        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+        new_name = rsb.cluster_name_for(name, self.config.suffix())
+        svc["status"][rss.PENDING] = rss.new_pending_side(
+            new_name, incremental=incremental, has_active=active is not None
+        )
+        log.info("RayService %s/%s: new pending cluster %s", ns, name, new_name)
 
+    async def _reconcile_serve_sides(
+        self,
+        svc: Obj,
+        active: Obj | None,
+        pending: Obj | None,
+        *,
+        incremental: bool,
+        rolling_back: bool,
+    ) -> tuple[ServeState, ServeState]:
+        """Serve on both clusters (pending first), then their head pods' serve labels;
+        returns what the (active, pending) dashboards said."""
         pending_serve = ServeState()
         if pending is not None:
             pending_serve = await self._reconcile_serve(
                 svc,
                 pending,
                 apply=not rolling_back,
-                capacity=self._capacity(svc, "pendingServiceStatus", 0) if incremental else None,
+                capacity=rsi.side_capacity(svc, rss.PENDING, 0) if incremental else None,
             )
         active_serve = ServeState()
         if active is not None:
@@ -386,154 +420,84 @@ class RayServiceReconciler:
                 svc,
                 active,
                 apply=apply,
-                capacity=self._capacity(svc, "activeServiceStatus", gwb.FULL)
-                if incremental
-                else None,
+                capacity=rsi.side_capacity(svc, rss.ACTIVE, gwb.FULL) if incremental else None,
             )
         for cluster, serve in ((active, active_serve), (pending, pending_serve)):
             if cluster is not None:
                 await self._update_serve_label(svc, cluster, serve.apps)
+        return active_serve, pending_serve
 
-        # ---- status of both sides (what the dashboards said)
-        if active is not None:
-            status["activeServiceStatus"] = self._side_status(
-                status.get("activeServiceStatus"), active, active_serve
-            )
-        elif active_name:
-            status["activeServiceStatus"] = {}
-        if pending is not None:
-            status["pendingServiceStatus"] = self._side_status(
-                status.get("pendingServiceStatus"), pending, pending_serve
-            )
-
+    async def _switch_traffic(
+        self,
+        svc: Obj,
+        active: Obj | None,
+        pending: Obj | None,
+        active_serve: ServeState,
+        pending_serve: ServeState,
+        *,
+        incremental: bool,
+    ) -> tuple[Obj | None, Obj | None, str]:
+        """Blue/green (and an incremental RayService without an active cluster yet): points
+        the Services at the cluster to serve, promoting the pending one when they now select
+        it. Returns the (possibly swapped) clusters and what the switch waits for."""
+        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+        status = svc["status"]
         detail = ""
-        step_wait: float | None = None
-        if incremental and active is not None:
-            before = active
-            active, pending, detail, step_wait = await self._incremental_upgrade(
-                svc, active, pending, active_serve, pending_serve, rolling_back
+        if incremental:
+            # upstream: the Gateway exists from the first reconcile on (the HTTPRoute only
+            # once a cluster is active, since it has nothing to route to before).
+            if pending is not None:
+                await self._ensure_cluster_serve_services(svc, [pending])
+            _, gateway_problem = await self._apply_gateway_object(
+                svc, GATEWAY_KIND, gwb.build_gateway(svc)
             )
-            if (active_serve if active is before else pending_serve).ready:
-                await self._reconcile_services(svc, active)
-        else:
-            if incremental:
-                # upstream: the Gateway exists from the first reconcile on (the HTTPRoute only
-                # once a cluster is active, since it has nothing to route to before).
-                if pending is not None:
-                    await self._ensure_cluster_serve_services(svc, [pending])
-                _, gateway_problem = await self._apply_gateway_object(
-                    svc, GATEWAY_KIND, gwb.build_gateway(svc)
-                )
-                detail = gateway_problem or detail
-            target = None
-            # Traffic leaves a serving cluster only for serve endpoints that are ready.
-            endpoints_ready = pending is not None and (
-                active is None or self._serve_pods_ready(svc, pending) > 0
-            )
-            if (
-                pending is not None
-                and pending_serve.ready
-                and endpoints_ready
-                and (rsb.matches_goal(svc, pending) or rsb.only_groups_appended(svc, pending))
-            ):
-                # (a pending cluster for a goal that changed since is replaced, never promoted)
-                target = pending
-            elif active is not None and active_serve.ready:
-                target = active
-            pointed_at = None
-            if target is not None:
-                pointed_at = await self._reconcile_services(svc, target)
-            if pending is not None and pointed_at == pending["metadata"]["name"]:
-                # Promotion: the Services now send traffic to the pending cluster.
-                status["activeServiceStatus"] = status["pendingServiceStatus"]
-                status["pendingServiceStatus"] = {}
-                active, pending = pending, None
-                log.info("RayService %s/%s: promoted %s", ns, name, active["metadata"]["name"])
-            elif pending is not None and pending_serve.ready and not endpoints_ready:
-                detail = (
-                    f"waiting for the serve endpoints of RayCluster {pending['metadata']['name']}"
-                    " to be ready"
-                )
-        if self._should_prepare_new_cluster(svc, active, pending, incremental=incremental):
-            new_name = rsb.cluster_name_for(name, self.config.suffix())
-            side: Obj = {"rayClusterName": new_name}
-            if incremental:
-                # The first cluster takes all traffic at once; a later one starts empty.
-                side["targetCapacity"] = gwb.FULL if active is None else 0
-                side["trafficRoutedPercent"] = gwb.FULL if active is None else 0
-            status["pendingServiceStatus"] = side
-            log.info("RayService %s/%s: new pending cluster %s", ns, name, new_name)
-        status["numServeEndpoints"] = self._num_serve_endpoints(svc, incremental=incremental)
-        waiting = self._waiting_for(svc, pending, pending_serve.apps, detail)
-        if detail and detail not in waiting:
-            waiting = rss.with_detail(waiting, detail) if waiting else detail
-        self._set_status_conditions(
-            svc, active is not None, bool(pending_name_of(svc)), waiting=waiting
+            detail = gateway_problem or detail
+        # Traffic leaves a serving cluster only for serve endpoints that are ready.
+        endpoints_ready = pending is not None and (
+            active is None or self._serve_pods_ready(svc, pending) > 0
         )
-        await self._write_status(svc, old_status)
-        soonest = [x for x in (wait, step_wait) if x is not None]
-        return self._requeue(min([*soonest, self.config.requeue_seconds]) if soonest else None)
-
-    # ------------------------------------------------------------------ validation
-    def _validate(self, svc: Obj) -> tuple[str, str] | None:
-        err = v.validate_rayservice_metadata(svc["metadata"])
-        if err:
-            return c.EVENT_INVALID_RAYSERVICE_METADATA, err
-        try:
-            model = RayService.model_validate(svc)
-        except ValidationError as exc:
-            return c.EVENT_INVALID_RAYSERVICE_SPEC, f"{v.RAYSERVICE_PREFIX}{exc}"
-        err = v.validate_rayservice_spec(model, self.config.gates)
-        if err:
-            return c.EVENT_INVALID_RAYSERVICE_SPEC, err
-        try:
-            rsb.serve_config(svc)
-        except (ValueError, yaml.YAMLError) as exc:
-            return c.EVENT_INVALID_RAYSERVICE_SPEC, f"{v.RAYSERVICE_PREFIX}serveConfigV2: {exc}"
-        return None
+        target = rss.switch_target(
+            svc,
+            active,
+            pending,
+            active_ready=active_serve.ready,
+            pending_ready=pending_serve.ready,
+            endpoints_ready=endpoints_ready,
+        )
+        pointed_at = None
+        if target is not None:
+            pointed_at = await self._reconcile_services(svc, target)
+        if pending is not None and pointed_at == pending["metadata"]["name"]:
+            # Promotion: the Services now send traffic to the pending cluster.
+            status[rss.ACTIVE] = status[rss.PENDING]
+            status[rss.PENDING] = {}
+            log.info("RayService %s/%s: promoted %s", ns, name, pending["metadata"]["name"])
+            return pending, None, detail
+        if pending is not None and pending_serve.ready and not endpoints_ready:
+            detail = rss.endpoints_wait(pending["metadata"]["name"])
+        return active, pending, detail
 
     # ------------------------------------------------------------------ suspend
-    def _is(self, svc: Obj, ctype: str) -> bool:
-        return (self._condition(svc, ctype) or {}).get("status") == "True"
-
     async def _handle_suspend(self, svc: Obj, old_status: Obj) -> tuple[bool, Result | None]:
         """The suspend state machine; (True, result) ends the pass. Once Suspending is
         persisted the suspension completes whatever ``spec.suspend`` says meanwhile."""
-        status = svc["status"]
         want = bool(svc["spec"].get("suspend"))
-        if self._is(svc, c.COND_SUSPENDING):
+        if rss.is_true(svc, c.COND_SUSPENDING):
             if await self._delete_children(svc):
-                self._set_condition(svc, c.COND_SUSPENDING, "True", c.REASON_SUSPEND_IN_PROGRESS)
-                self._set_condition(svc, c.COND_READY, "False", c.REASON_SUSPEND_IN_PROGRESS)
+                rss.mark_suspend_in_progress(svc, self.now())
                 await self._write_status(svc, old_status)
                 return True, self._requeue()
-            for ctype, value in (
-                (c.COND_SUSPENDING, "False"),
-                (c.COND_SUSPENDED, "True"),
-                (c.COND_READY, "False"),
-                (c.COND_UPGRADE_IN_PROGRESS, "False"),
-                (c.COND_ROLLBACK_IN_PROGRESS, "False"),
-            ):
-                self._set_condition(svc, ctype, value, c.REASON_SUSPEND_COMPLETE)
+            rss.mark_suspended(svc, self.now())
             await self._write_status(svc, old_status)
             return True, None
-        if self._is(svc, c.COND_SUSPENDED):
+        if rss.is_true(svc, c.COND_SUSPENDED):
             if want:
                 return True, None
-            self._set_condition(svc, c.COND_SUSPENDED, "False", c.REASON_RAYSERVICE_RESUMED)
-            self._drop_condition(svc, c.COND_READY)  # re-armed below with a fresh time
-            self._set_condition(svc, c.COND_UPGRADE_IN_PROGRESS, "False", c.REASON_INITIALIZING)
+            rss.mark_resumed(svc, self.now())
             return False, None
         if not want:
             return False, None
-        self._set_condition(svc, c.COND_SUSPENDING, "True", c.REASON_SUSPEND_REQUESTED)
-        self._set_condition(svc, c.COND_READY, "False", c.REASON_SUSPEND_IN_PROGRESS)
-        self._set_condition(svc, c.COND_UPGRADE_IN_PROGRESS, "False", c.REASON_SUSPEND_IN_PROGRESS)
-        self._set_condition(svc, c.COND_ROLLBACK_IN_PROGRESS, "False", c.REASON_SUSPEND_IN_PROGRESS)
-        status["activeServiceStatus"] = {}
-        status["pendingServiceStatus"] = {}
-        status["numServeEndpoints"] = 0
-        status["serviceStatus"] = ""
+        rss.mark_suspend_requested(svc, self.now())
         await self._write_status(svc, old_status)
         return True, self._requeue(0)
 
@@ -577,33 +541,15 @@ class RayServiceReconciler:
             self.recorder.event(svc, NORMAL, done, f"Deleted {kind} {ns}/{child}", "Delete")
         return await self._delete_gateway_objects(svc) or remaining
 
-    def _drop_condition(self, svc: Obj, ctype: str) -> None:
-        conditions = svc["status"].get("conditions") or []
-        svc["status"]["conditions"] = [x for x in conditions if x.get("type") != ctype]
-
     def _initializing_timed_out(self, svc: Obj) -> bool:
         """True once Ready is (or has just become) False/InitializingTimeout."""
-        ready = self._condition(svc, c.COND_READY) or {}
-        if ready.get("reason") == c.REASON_INITIALIZING_TIMEOUT:
-            return True
-        if ready.get("reason") != c.REASON_INITIALIZING:
-            return False
-        text = (svc["metadata"].get("annotations") or {}).get(c.ANNOTATION_INITIALIZING_TIMEOUT)
-        if not text:
-            return False
-        try:
-            timeout = parse_go_duration(str(text))
-        except ValueError:
-            timeout = float(int(str(text)))  # validated: a positive integer (seconds)
-        since = parse_time(ready.get("lastTransitionTime"))
-        if since is None or self.now() - since < timeout:
-            return False
-        message = f"RayService failed to become ready within the initializing timeout of {text}"
-        self._set_condition(svc, c.COND_READY, "False", c.REASON_INITIALIZING_TIMEOUT, message)
-        self.recorder.event(
-            svc, WARNING, c.EVENT_RAYSERVICE_INITIALIZING_TIMEOUT, message, "Reconcile"
-        )
-        return True
+        timed_out, message = rss.initializing_timed_out(svc, self.now())
+        if message:
+            self._set_condition(svc, c.COND_READY, "False", c.REASON_INITIALIZING_TIMEOUT, message)
+            self.recorder.event(
+                svc, WARNING, c.EVENT_RAYSERVICE_INITIALIZING_TIMEOUT, message, "Reconcile"
+            )
+        return timed_out
 
     # ------------------------------------------------------------------ finalizer / deletion
     async def _add_finalizer(self, svc: Obj) -> None:
@@ -635,12 +581,7 @@ class RayServiceReconciler:
         is neither active nor pending. Returns seconds until the next due deletion."""
         meta, status = svc["metadata"], svc["status"]
         ns = meta["namespace"]
-        keep = set()
-        if not deleting:
-            keep = {
-                (status.get("activeServiceStatus") or {}).get("rayClusterName"),
-                (status.get("pendingServiceStatus") or {}).get("rayClusterName"),
-            }
+        keep = rss.clusters_to_keep(status, deleting=deleting)
         delay = 0 if deleting else rsb.deletion_delay_seconds(svc)
         now = self.now()
         soonest: float | None = None
@@ -655,49 +596,53 @@ class RayServiceReconciler:
                     with contextlib.suppress(NotFound):
                         await self.client.patch(RAYCLUSTERS, cmeta["name"], unmark, ns)
                 continue
-            due = parse_time((cmeta.get("annotations") or {}).get(c.ANNOTATION_DELETION_AT))
-            if due is None or (deleting and due > now):
-                due = now + delay
-                if delay > 0:
-                    patch = {
-                        "metadata": {
-                            "annotations": {c.ANNOTATION_DELETION_AT: rfc3339(due)},
-                            "resourceVersion": cmeta["resourceVersion"],
-                        }
+            due, schedule = rss.deletion_due(
+                cmeta.get("annotations") or {}, deleting=deleting, now=now, delay=delay
+            )
+            if schedule:
+                patch = {
+                    "metadata": {
+                        "annotations": {c.ANNOTATION_DELETION_AT: rfc3339(due)},
+                        "resourceVersion": cmeta["resourceVersion"],
                     }
-                    try:
-                        await self.client.patch(RAYCLUSTERS, cmeta["name"], patch, ns)
-                    except (Conflict, NotFound):
-                        soonest = 0.5 if soonest is None else min(soonest, 0.5)
-                        continue
-                    log.info("RayCluster %s/%s scheduled for deletion", ns, cmeta["name"])
+                }
+                try:
+                    await self.client.patch(RAYCLUSTERS, cmeta["name"], patch, ns)
+                except (Conflict, NotFound):
+                    soonest = 0.5 if soonest is None else min(soonest, 0.5)
+                    continue
+                log.info("RayCluster %s/%s scheduled for deletion", ns, cmeta["name"])
             if due > now:
                 left = due - now
                 soonest = left if soonest is None else min(soonest, left)
                 continue
-            try:
-                await self.client.delete(
-                    RAYCLUSTERS, cmeta["name"], ns, propagation="Background", uid=cmeta.get("uid")
-                )
-            except NotFound:
-                continue
-            except ApiError as exc:
-                self.recorder.event(
-                    svc,
-                    WARNING,
-                    c.EVENT_FAILED_TO_DELETE_RAYCLUSTER,
-                    f"Failed to delete RayCluster {ns}/{cmeta['name']}: {exc}",
-                    "Delete",
-                )
-                continue
+            await self._delete_stale_cluster(svc, cmeta)
+        return soonest
+
+    async def _delete_stale_cluster(self, svc: Obj, cmeta: Obj) -> None:
+        ns = svc["metadata"]["namespace"]
+        try:
+            await self.client.delete(
+                RAYCLUSTERS, cmeta["name"], ns, propagation="Background", uid=cmeta.get("uid")
+            )
+        except NotFound:
+            return
+        except ApiError as exc:
             self.recorder.event(
                 svc,
-                NORMAL,
-                c.EVENT_DELETED_RAYCLUSTER,
-                f"Deleted RayCluster {ns}/{cmeta['name']}",
+                WARNING,
+                c.EVENT_FAILED_TO_DELETE_RAYCLUSTER,
+                f"Failed to delete RayCluster {ns}/{cmeta['name']}: {exc}",
                 "Delete",
             )
-        return soonest
+            return
+        self.recorder.event(
+            svc,
+            NORMAL,
+            c.EVENT_DELETED_RAYCLUSTER,
+            f"Deleted RayCluster {ns}/{cmeta['name']}",
+            "Delete",
+        )
 
     # ------------------------------------------------------------------ clusters
     async def _ensure_pending(self, svc: Obj, name: str) -> Obj | None:
@@ -742,69 +687,7 @@ class RayServiceReconciler:
         )
         return updated
 
-    def _should_prepare_new_cluster(
-        self, svc: Obj, active: Obj | None, pending: Obj | None, *, incremental: bool = False
-    ) -> bool:
-        if self._is(svc, c.COND_ROLLBACK_IN_PROGRESS):
-            return False
-        if incremental and active is not None and pending is not None:
-            return False  # a changed goal is a rollback first (see _reconcile_rollback_state)
-        if pending is not None:
-            # A pending cluster whose spec is no longer the goal is replaced.
-            return not rsb.matches_goal(svc, pending) and not rsb.only_groups_appended(svc, pending)
-        if pending_name_of(svc):
-            return False  # chosen, not created yet
-        if active is None:
-            return True
-        if rsb.matches_goal(svc, active) or rsb.only_groups_appended(svc, active):
-            return False
-        strategy = ((svc["spec"].get("upgradeStrategy") or {}).get("type")) or ""
-        if strategy == c.RAYSERVICE_UPGRADE_NEW_CLUSTER:
-            return True
-        if strategy == c.RAYSERVICE_UPGRADE_INCREMENTAL:
-            return self.config.gates.enabled(features.RAY_SERVICE_INCREMENTAL_UPGRADE)
-        if strategy:
-            return False
-        return self.config.zero_downtime
-
     # ------------------------------------------------------------------ incremental upgrade
-    def _incremental(self, svc: Obj) -> bool:
-        strategy = (svc["spec"].get("upgradeStrategy") or {}).get("type")
-        return strategy == c.RAYSERVICE_UPGRADE_INCREMENTAL and self.config.gates.enabled(
-            features.RAY_SERVICE_INCREMENTAL_UPGRADE
-        )
-
-    @staticmethod
-    def _capacity(svc: Obj, side: str, default: int) -> int:
-        value = (svc["status"].get(side) or {}).get("targetCapacity")
-        return gwb.normalize_capacity(value, default)
-
-    def _reconcile_rollback_state(self, svc: Obj, active: Obj, pending: Obj) -> bool:
-        """True while the upgrade runs backwards: the goal is the active cluster's spec again,
-        or a third spec (rolled back first, then upgraded to from the active cluster)."""
-        if rsb.matches_goal(svc, pending) or rsb.only_groups_appended(svc, pending):
-            self._drop_condition(svc, c.COND_ROLLBACK_IN_PROGRESS)  # the goal came back
-            return False
-        if not self._is(svc, c.COND_ROLLBACK_IN_PROGRESS):
-            if rsb.matches_goal(svc, active):
-                message = (
-                    f"The desired spec matches the active RayCluster {active['metadata']['name']}"
-                    "; rolling traffic back to it"
-                )
-            else:
-                message = (
-                    "The desired spec changed during the upgrade; rolling traffic back to "
-                    f"RayCluster {active['metadata']['name']} before upgrading again"
-                )
-            self._set_condition(
-                svc,
-                c.COND_ROLLBACK_IN_PROGRESS,
-                "True",
-                c.REASON_DESIRED_CLUSTER_SPEC_CHANGED,
-                message,
-            )
-        return True
-
     async def _incremental_upgrade(
         self,
         svc: Obj,
@@ -822,7 +705,7 @@ class RayServiceReconciler:
         status = svc["status"]
         ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
         await self._ensure_cluster_serve_services(svc, [x for x in (active, pending) if x])
-        a_side: Obj = status["activeServiceStatus"]
+        a_side: Obj = status[rss.ACTIVE]
         a_side.setdefault("targetCapacity", gwb.FULL)
         gateway, gateway_problem = await self._apply_gateway_object(
             svc, GATEWAY_KIND, gwb.build_gateway(svc)
@@ -838,19 +721,16 @@ class RayServiceReconciler:
             )
             if gateway_problem:
                 detail = gateway_problem
-            active, pending = self._complete_migration(svc, active, pending, rolling_back)
-        backends = [
-            gwb.Backend(
-                str(cluster["metadata"]["name"]),
-                _serve_port(cluster),
-                int(side.get("trafficRoutedPercent") or 0),
-            )
-            for cluster, side in (
-                (active, status["activeServiceStatus"]),
-                (pending, status.get("pendingServiceStatus") or {}),
-            )
-            if cluster is not None
-        ]
+            if rsi.complete_migration(svc, rolling_back):
+                if rolling_back:
+                    log.info(
+                        "RayService %s/%s: rolled back to %s", ns, name, active["metadata"]["name"]
+                    )
+                    pending = None
+                else:
+                    log.info("RayService %s/%s: promoted %s", ns, name, pending["metadata"]["name"])
+                    active, pending = pending, None
+        backends = rsi.route_backends(status, active, pending)
         _, route_problem = await self._apply_gateway_object(
             svc, HTTPROUTE_KIND, gwb.build_httproute(svc, backends), route
         )
@@ -865,136 +745,32 @@ class RayServiceReconciler:
         gateway: Obj | None,
         route: Obj | None,
     ) -> tuple[str, float | None]:
-        """At most one move toward the gaining cluster (pending; active in a rollback), and
-        only through a Gateway and HTTPRoute their controller reports as working."""
+        """Plans this pass's move (``rsi.plan_step``) and makes the one write it may ask for:
+        a ``target_capacity`` PUT, recorded in the status once it succeeded."""
         (active, pending), (active_serve, pending_serve) = clusters, serves
-        status = svc["status"]
-        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
-        a_side, p_side = status["activeServiceStatus"], status["pendingServiceStatus"]
-        a_name, p_name = active["metadata"]["name"], pending["metadata"]["name"]
-        p_side.setdefault("targetCapacity", 0)
-        p_traffic = gwb.normalize_capacity(p_side.get("trafficRoutedPercent"), 0)
-        observed = gwb.route_weights(route, a_name, p_name)
-        if observed is not None and observed[1] != p_traffic:
-            # The route is ahead of the status (its write happened, the status write did
-            # not): believe the route and wait a full interval from now.
-            p_traffic = observed[1]
-            self._set_traffic(svc, p_traffic)
-        else:
-            a_side["trafficRoutedPercent"] = gwb.FULL - p_traffic
-            p_side["trafficRoutedPercent"] = p_traffic
-        missing = gwb.gateway_not_ready(gateway)
-        if missing:
-            return (
-                f"waiting for Gateway {ns}/{gwb.gateway_name(name)} to be " + " and ".join(missing),
-                None,
-            )
-        missing = gwb.httproute_not_ready(route, gwb.gateway_name(name))
-        if missing:
-            return (
-                f"waiting for HTTPRoute {ns}/{gwb.httproute_name(name)} to be "
-                + " and ".join(missing),
-                None,
-            )
-        if rolling_back:
-            gaining, losing, serve = active, pending, active_serve
-            g_side, l_side = a_side, p_side
-        else:
-            gaining, losing, serve = pending, active, pending_serve
-            g_side, l_side = p_side, a_side
-        g_name = gaining["metadata"]["name"]
-        m = gwb.Migration(
-            gwb.normalize_capacity(g_side.get("targetCapacity"), 0),
-            gwb.normalize_capacity(l_side.get("targetCapacity"), 0),
-            gwb.normalize_capacity(g_side.get("trafficRoutedPercent"), 0),
+        gaining, gaining_serve = (
+            (active, active_serve) if rolling_back else (pending, pending_serve)
         )
-        if m.complete:
-            return "", None
-        if not serve.ready:
-            return f"waiting for Serve applications on RayCluster {g_name} to be RUNNING", None
-        opts = gwb.upgrade_options(svc)
-        want_gain, want_lose = gwb.next_capacities(m, opts.max_surge_percent)
-        for cluster, side, old, new in (
-            (gaining, g_side, m.gaining_capacity, want_gain),
-            (losing, l_side, m.losing_capacity, want_lose),
-        ):
-            if new != old:
-                cluster_serve = active_serve if cluster is active else pending_serve
-                done = await self._put_target_capacity(svc, cluster, cluster_serve, new)
-                if done:
-                    side["targetCapacity"] = new
-                return (
-                    f"setting target_capacity of RayCluster {cluster['metadata']['name']} "
-                    f"to {new}%",
-                    0.0 if done else None,
-                )
-        if self._serve_pods_ready(svc, gaining) == 0:
-            return f"waiting for the serve endpoints of RayCluster {g_name} to be ready", None
-        last = max(
-            (
-                t
-                for t in (
-                    parse_time(a_side.get("lastTrafficMigratedTime")),
-                    parse_time(p_side.get("lastTrafficMigratedTime")),
-                )
-                if t is not None
-            ),
-            default=None,
+        step = rsi.plan_step(
+            svc,
+            active["metadata"]["name"],
+            pending["metadata"]["name"],
+            rolling_back=rolling_back,
+            gaining_ready=gaining_serve.ready,
+            gaining_endpoints=self._serve_pods_ready(svc, gaining),
+            gateway=gateway,
+            route=route,
+            now=self.now(),
         )
-        traffic, wait = gwb.next_traffic(
-            m, opts.step_size_percent, opts.interval_seconds, last, self.now()
+        if not step.put_side:
+            return step.detail, step.wait
+        cluster, serve = (
+            (active, active_serve) if step.put_side == rss.ACTIVE else (pending, pending_serve)
         )
-        if traffic != m.gaining_traffic:
-            self._set_traffic(svc, gwb.FULL - traffic if rolling_back else traffic)
-        verb = "rolling traffic back to" if rolling_back else "moving traffic to"
-        return (
-            f"{verb} RayCluster {g_name}: {traffic}% routed, target capacity "
-            f"{m.gaining_capacity}% (RayCluster {losing['metadata']['name']}: "
-            f"{m.losing_capacity}%)",
-            wait,
-        )
-
-    def _set_traffic(self, svc: Obj, pending_percent: int) -> None:
-        status = svc["status"]
-        when = rfc3339(self.now())
-        for side, value in (
-            (status["activeServiceStatus"], gwb.FULL - pending_percent),
-            (status["pendingServiceStatus"], pending_percent),
-        ):
-            side["trafficRoutedPercent"] = value
-            side["lastTrafficMigratedTime"] = when
-
-    def _complete_migration(
-        self, svc: Obj, active: Obj, pending: Obj, rolling_back: bool
-    ) -> tuple[Obj, Obj | None]:
-        """Promotion (forward) or the end of a rollback, once the losing cluster is at
-        capacity 0 and the gaining one takes all traffic."""
-        status = svc["status"]
-        a_side, p_side = status["activeServiceStatus"], status["pendingServiceStatus"]
-        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
-        if rolling_back:
-            done = gwb.Migration(
-                self._capacity(svc, "activeServiceStatus", gwb.FULL),
-                self._capacity(svc, "pendingServiceStatus", 0),
-                int(a_side.get("trafficRoutedPercent") or 0),
-            ).complete
-            if not done:
-                return active, pending
-            status["pendingServiceStatus"] = {}
-            self._drop_condition(svc, c.COND_ROLLBACK_IN_PROGRESS)
-            log.info("RayService %s/%s: rolled back to %s", ns, name, active["metadata"]["name"])
-            return active, None
-        done = gwb.Migration(
-            self._capacity(svc, "pendingServiceStatus", 0),
-            self._capacity(svc, "activeServiceStatus", gwb.FULL),
-            int(p_side.get("trafficRoutedPercent") or 0),
-        ).complete
-        if not done:
-            return active, pending
-        status["activeServiceStatus"] = p_side
-        status["pendingServiceStatus"] = {}
-        log.info("RayService %s/%s: promoted %s", ns, name, pending["metadata"]["name"])
-        return pending, None
+        done = await self._put_target_capacity(svc, cluster, serve, step.put_capacity)
+        if done:
+            svc["status"][step.put_side]["targetCapacity"] = step.put_capacity
+        return step.detail, 0.0 if done else None
 
     async def _ensure_cluster_serve_services(self, svc: Obj, clusters: list[Obj]) -> None:
         """``<cluster>-serve-svc`` for each cluster (the HTTPRoute's backends); create-only."""
@@ -1103,13 +879,6 @@ class RayServiceReconciler:
         return remaining
 
     # ------------------------------------------------------------------ serve
-    def _head_ready(self, cluster: Obj) -> bool:
-        status = cluster.get("status") or {}
-        for cond in status.get("conditions") or []:
-            if cond.get("type") == c.COND_HEAD_POD_READY:
-                return bool(cond.get("status") == "True")
-        return bool(status.get("state") == c.CLUSTER_STATE_READY)
-
     async def _dashboard(self, svc: Obj, cluster: Obj) -> DashboardClient | None:
         """A client for the cluster's dashboard, or None when its auth token cannot be read."""
         ns, cname = svc["metadata"]["namespace"], cluster["metadata"]["name"]
@@ -1133,7 +902,7 @@ class RayServiceReconciler:
         """Applies the Serve config when the cluster has not got it yet (with
         ``target_capacity`` when ``capacity`` is given); returns what the dashboard reports
         (nothing while it cannot be asked)."""
-        if not self._head_ready(cluster):
+        if not rss.head_ready(cluster):
             return ServeState()
         ns, cname = svc["metadata"]["namespace"], cluster["metadata"]["name"]
         dashboard = await self._dashboard(svc, cluster)
@@ -1145,17 +914,12 @@ class RayServiceReconciler:
                 c.ANNOTATION_SERVE_CONFIG_HASH
             )
             want = rsb.serve_config_hash(svc)
-            no_apps = not (details.get("applications") or {})
             config = (rsb.serve_config(svc) or {}) if apply and want else {}
-            if (
-                config
-                and applied != want
-                and not no_apps
-                and rsb.runs_serve_config(details, config)
-            ):
+            action = rss.serve_config_action(config, applied, want, details)
+            if action == rss.SERVE_RECORD:
                 # Applied before, but the record of it was lost (crash right after the PUT).
                 await self._record_applied(cluster, want)
-            elif config and (applied != want or no_apps):
+            elif action == rss.SERVE_PUT:
                 if capacity is not None:
                     config["target_capacity"] = capacity
                 reasons = (
@@ -1175,30 +939,15 @@ class RayServiceReconciler:
             return ServeState()
         finally:
             await dashboard.close()
-        apps = rsb.app_statuses(details)
-        observed = details.get("target_capacity")
-        return ServeState(
-            ready=rsb.all_apps_running(apps),
-            apps=apps,
-            capacity=None
-            if capacity is None or observed is None
-            else gwb.normalize_capacity(observed, capacity),
-            deployed=rsb.deployed_serve_config(details),
-        )
+        return rss.serve_state(details, capacity)
 
     async def _put_target_capacity(
         self, svc: Obj, cluster: Obj, serve: ServeState, capacity: int
     ) -> bool:
-        """PUTs the cluster's Serve config with a new ``target_capacity``. The config is the
-        one the cluster runs (the goal's when its hash is recorded there, else what the
-        dashboard reports as deployed), so a capacity change never redeploys other apps."""
+        """PUTs the cluster's Serve config (``rsi.capacity_config``) with a new
+        ``target_capacity``; True when the dashboard took it."""
         cname = str(cluster["metadata"]["name"])
-        applied = (cluster["metadata"].get("annotations") or {}).get(c.ANNOTATION_SERVE_CONFIG_HASH)
-        config = (
-            rsb.serve_config(svc)
-            if applied and applied == rsb.serve_config_hash(svc)
-            else copy.deepcopy(serve.deployed)
-        )
+        config = rsi.capacity_config(svc, cluster, serve.deployed)
         dashboard = await self._dashboard(svc, cluster) if config else None
         if dashboard is None or not config:
             return False
@@ -1268,15 +1017,14 @@ class RayServiceReconciler:
         pod = self._head_pod(ns, cname)
         if pod is None:
             return
-        healthy: bool | None = None
-        if not svc["spec"].get("excludeHeadPodFromServeSvc"):
+        exclude = bool(svc["spec"].get("excludeHeadPodFromServeSvc"))
+        probed: bool | None = None
+        if not exclude:
             ip = (pod.get("status") or {}).get("podIP")
             probe = self.config.health_probe
             if probe is not None and ip:
-                healthy = await probe(str(ip), _serve_port(cluster))
-            if healthy is None:  # proxy unreachable: the dashboard's app status decides
-                healthy = apps is not None and rsb.all_apps_running(apps)
-        want = "true" if healthy else "false"
+                probed = await probe(str(ip), rss.serve_port(cluster))
+        want = rss.serve_label(exclude_head=exclude, probed=probed, apps=apps)
         labels = pod["metadata"].get("labels") or {}
         if labels.get(c.LABEL_SERVE) == want:
             return
@@ -1355,87 +1103,27 @@ class RayServiceReconciler:
         return target_name
 
     def _num_serve_endpoints(self, svc: Obj, *, incremental: bool = False) -> int:
-        """Ready endpoints behind the serve Service, or (incremental) behind both clusters'
-        own serve Services."""
+        """Ready endpoints behind the serve Service(s) (``rss.serve_service_names``)."""
         ns = svc["metadata"]["namespace"]
-        if incremental:
-            status = svc["status"]
-            services = [
-                names.serve_service_name(str(side["rayClusterName"]))
-                for side in (status.get("activeServiceStatus"), status.get("pendingServiceStatus"))
-                if side and side.get("rayClusterName")
-            ]
-        else:
-            services = [rsb.serve_service_name(svc)]
         slices = []
-        for sname in services:
+        for sname in rss.serve_service_names(svc, incremental=incremental):
             for inf in self.slices:
                 slices.extend(inf.store.by_index("service", f"{ns}/{sname}"))
         return rsb.count_ready_endpoints(slices)
 
     def _serve_pods_ready(self, svc: Obj, cluster: Obj) -> int:
-        """Pods of ``cluster`` the serve Service would have as ready endpoints once pointed
-        at it (labelled serving, Ready, not terminating): no Service selects a pending
-        cluster before the switch, so its EndpointSlices cannot be asked."""
+        """Serving pods of ``cluster`` (``rss.count_serving_pods``) from the pod cache."""
         ns, cname = svc["metadata"]["namespace"], cluster["metadata"]["name"]
-        count = 0
+        pods: list[Obj] = []
         for inf in self.pods:
-            for pod in inf.store.by_index("cluster", f"{ns}/{cname}"):
-                meta = pod["metadata"]
-                if meta.get("deletionTimestamp"):
-                    continue
-                if (meta.get("labels") or {}).get(c.LABEL_SERVE) != "true":
-                    continue
-                conditions = (pod.get("status") or {}).get("conditions") or []
-                if any(x.get("type") == "Ready" and x.get("status") == "True" for x in conditions):
-                    count += 1
-        return count
+            pods.extend(inf.store.by_index("cluster", f"{ns}/{cname}"))
+        return rss.count_serving_pods(pods)
 
     # ------------------------------------------------------------------ status
-    @staticmethod
-    def _side_status(old: Obj | None, cluster: Obj, serve: ServeState) -> Obj:
-        out = copy.deepcopy(old or {})
-        out["rayClusterName"] = cluster["metadata"]["name"]
-        if serve.apps is not None:
-            out["applicationStatuses"] = serve.apps
-        if serve.capacity is not None:
-            # What Serve reports wins over the status: a PUT whose status write was lost
-            # (crash) is then neither repeated nor stepped over.
-            out["targetCapacity"] = serve.capacity
-        cluster_status = cluster.get("status")
-        if cluster_status:
-            out["rayClusterStatus"] = copy.deepcopy(cluster_status)
-        return out
-
     def _set_condition(
         self, svc: Obj, ctype: str, status: str, reason: str, message: str = ""
     ) -> None:
-        conditions: list[Obj] = svc["status"].setdefault("conditions", []) or []
-        svc["status"]["conditions"] = conditions
-        generation = svc["metadata"].get("generation")
-        for cond in conditions:
-            if cond.get("type") == ctype:
-                if cond.get("status") != status:
-                    cond["lastTransitionTime"] = rfc3339(self.now())
-                cond.update(status=status, reason=reason, message=message)
-                cond["observedGeneration"] = generation
-                return
-        conditions.append(
-            {
-                "type": ctype,
-                "status": status,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": rfc3339(self.now()),
-                "observedGeneration": generation,
-            }
-        )
-
-    def _condition(self, svc: Obj, ctype: str) -> Obj | None:
-        for cond in svc["status"].get("conditions") or []:
-            if cond.get("type") == ctype:
-                return dict(cond)
-        return None
+        rss.set_service_condition(svc, ctype, status, reason, message, self.now())
 
     def _init_conditions(self, svc: Obj) -> None:
         conditions: list[Obj] = svc["status"].setdefault("conditions", []) or []
@@ -1454,41 +1142,13 @@ class RayServiceReconciler:
             now=rfc3339(self.now()),
         )
 
-    def _waiting_for(
-        self, svc: Obj, pending: Obj | None, apps: dict[str, Obj] | None, detail: str = ""
-    ) -> str:
-        """Beyond upstream: what the pending cluster is waiting for, in plain words; ``detail``
-        is what the traffic switch itself waits for (endpoints, Gateway, migration steps)."""
-        name = pending_name_of(svc)
-        if not name:
-            return ""
-        if pending is None:
-            return f"creating RayCluster {name}"
-        if not self._head_ready(pending):
-            return f"waiting for the head pod of RayCluster {name} to be ready"
-        if apps is None:
-            return f"waiting for the dashboard of RayCluster {name} to answer"
-        not_running = sorted(
-            f"{app}={info.get('status')}"
-            for app, info in apps.items()
-            if info.get("status") != c.APP_RUNNING
-        )
-        if not apps:
-            return f"waiting for Serve applications on RayCluster {name}"
-        if not_running:
-            return (
-                f"waiting for Serve applications on RayCluster {name} to be RUNNING: "
-                + ", ".join(not_running)
-            )
-        return detail or f"switching traffic to RayCluster {name}"
-
     async def _write_status(self, svc: Obj, old: Obj) -> bool:
         status = svc["status"]
         meta = svc["metadata"]
         status["observedGeneration"] = meta.get("generation")
         for cond in status.get("conditions") or []:
             cond["observedGeneration"] = meta.get("generation")
-        if _comparable(status) == _comparable(old):
+        if rss.comparable(status) == rss.comparable(old):
             return False
         status["lastUpdateTime"] = rfc3339(self.now())
         body = {
@@ -1511,36 +1171,41 @@ class RayServiceReconciler:
         return True
 
 
-def pending_name_of(svc: Obj) -> str:
-    return str((svc["status"].get("pendingServiceStatus") or {}).get("rayClusterName") or "")
-
-
-def _serve_port(cluster: Obj) -> int:
-    head = ((cluster.get("spec") or {}).get("headGroupSpec") or {}).get("template") or {}
-    containers = (head.get("spec") or {}).get("containers") or []
-    for port in (containers[0].get("ports") or []) if containers else []:
-        if port.get("name") == c.SERVE_PORT_NAME and port.get("containerPort"):
-            return int(port["containerPort"])
-    return c.SERVE_PORT
-
-
-def _comparable(status: Obj) -> Obj:
-    """The status without what alone never warrants a write (upstream: the clusters' own
-    statuses and the update time)."""
-    out = copy.deepcopy(status)
-    out.pop("lastUpdateTime", None)
-    for side in ("activeServiceStatus", "pendingServiceStatus"):
-        if isinstance(out.get(side), dict):
-            out[side].pop("rayClusterStatus", None)
-    for cond in out.get("conditions") or []:
-        cond.pop("lastTransitionTime", None)
-    return out
-
-
 def register(
     mgr: Manager,
     config: RayServiceConfig,
     namespaces: list[str] | None,
     dashboard_factory: DashboardFactory,
 ) -> RayServiceReconciler:
-    return RayServiceReconciler(mgr, config, dashboard_factory, namespaces=namespaces)
+    """Builds the reconciler and wires it into ``mgr``: its controller, and per watched
+    namespace (None: all) the informers it reads, with the indexes it looks things up by."""
+    rec = RayServiceReconciler(
+        mgr.client, mgr.recorder(c.RECORDER_RAYSERVICE), config, dashboard_factory
+    )
+    ctrl = mgr.controller("rayservice", rec.reconcile, concurrency=config.concurrency)
+    ns_list: list[str | None] = list(namespaces) if namespaces else [None]
+    for ns in ns_list:
+        rayservices = mgr.informer(RAYSERVICES, namespace=ns)
+        clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
+        services = mgr.informer(SERVICES, namespace=ns, label_selector=SERVICE_SELECTOR)
+        pods = mgr.informer(
+            PODS, namespace=ns, label_selector=POD_SELECTOR, transform=projector(POD_FIELDS)
+        )
+        pods.store.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
+        slices = mgr.informer(
+            ENDPOINTSLICES, namespace=ns, transform=projector(ENDPOINTSLICE_FIELDS)
+        )
+        clusters.store.add_indexer("origin", index_by_label(c.LABEL_ORIGINATED_FROM_CR_NAME))
+        slices.store.add_indexer("service", index_by_label(c.LABEL_ENDPOINTSLICE_SERVICE_NAME))
+        ctrl.for_(rayservices)
+        # A deleted object's event budget and aggregation state go with it.
+        rayservices.add_handler(Handler(on_delete=rec.forget))
+        ctrl.owns(clusters, c.KIND_RAYSERVICE, c.GROUP)
+        ctrl.owns(services, c.KIND_RAYSERVICE, c.GROUP)
+        rec.rayservices.append(rayservices)
+        rec.clusters.append(clusters)
+        rec.services.append(services)
+        rec.pods.append(pods)
+        rec.slices.append(slices)
+    rec.controller = ctrl
+    return rec
