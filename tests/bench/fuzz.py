@@ -1085,21 +1085,29 @@ async def fuzz(args: argparse.Namespace, plane: Plane, workdir: Path) -> dict[st
         ]
         watches.append(asyncio.create_task(fz._watch(EVENTS, "type=Warning", fz._on_event)))
         start = time.monotonic()
+        applied, cleaned, rounds_rss = 0, True, []
         try:
-            applied = await fz.run(cases, start + args.timeout, tick)
+            # Each round applies the same cases again to the same operator process: RSS that
+            # keeps climbing round after round is a leak, RSS that stays at the first round's
+            # level is memory the allocator kept for reuse.
+            for n in range(args.rounds):
+                applied += await fz.run(cases, time.monotonic() + args.timeout, tick)
+                # Left-overs still waiting (the run's own time ran out) count as hangs.
+                for item in fz.judge(time.monotonic() + args.settle + 1):
+                    fz.deleting.add(item.uid)
+                    await fz.delete(item, asyncio.Semaphore(1))
+                cleaned = await wait_gone(kube, namespaces, args.cleanup_timeout) and cleaned
+                await asyncio.sleep(args.settle_after)
+                rss = rss_mib(op.proc.pid).get("VmRSS", 0.0) if op.proc.poll() is None else 0.0
+                rounds_rss.append(rss)
+                print(f"round {n + 1}: RSS after clean-up {rss} MiB", flush=True)
             elapsed = time.monotonic() - start
-            # Left-overs still waiting (the run's own time ran out) count as hangs.
-            for item in fz.judge(time.monotonic() + args.settle + 1):
-                fz.deleting.add(item.uid)
-                await fz.delete(item, asyncio.Semaphore(1))
             hwm = rss_mib(op.proc.pid).get("VmHWM", 0.0)
-            cleaned = await wait_gone(kube, namespaces, args.cleanup_timeout)
             await fz.recheck_events()
         finally:
             for w in watches:
                 w.cancel()
-        await asyncio.sleep(args.settle_after)
-        after = rss_mib(op.proc.pid).get("VmRSS", 0.0) if op.proc.poll() is None else 0.0
+        after = rounds_rss[-1] if rounds_rss else 0.0
         leftover_pods = 0
         for ns in namespaces:
             with contextlib.suppress(ApiError):
@@ -1114,7 +1122,7 @@ async def fuzz(args: argparse.Namespace, plane: Plane, workdir: Path) -> dict[st
     result.update(
         {
             "applied": applied,
-            "not_applied_time_budget": len(cases) - applied,
+            "not_applied_time_budget": len(cases) * args.rounds - applied,
             "elapsed_s": round(elapsed, 1),
             "specs_per_s": round(applied / elapsed, 2) if elapsed else 0,
             "rejected_by_schema": sum(t.rejected.values()),
@@ -1160,6 +1168,7 @@ async def fuzz(args: argparse.Namespace, plane: Plane, workdir: Path) -> dict[st
             "rss_peak_mib": max(peak[0], hwm),
             "rss_after_cleanup_mib": after,
             "rss_delta_mib": round(after - baseline, 1),
+            "rss_after_each_round_mib": rounds_rss,
             "objects_cleaned_up": cleaned,
             "leftover_pods": leftover_pods,
         }
@@ -1230,6 +1239,7 @@ def markdown(r: dict[str, Any]) -> str:
             "operator RSS baseline / peak / after clean-up (delta)",
             f"{r['rss_baseline_mib']} / {r['rss_peak_mib']} / {r['rss_after_cleanup_mib']} MiB ({r['rss_delta_mib']:+} MiB)",
         ),
+        ("operator RSS after each round's clean-up", f"{r['rss_after_each_round_mib']} MiB"),
     ]
     out = ["| figure | value |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in rows]
@@ -1249,6 +1259,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--count", type=int, default=10000)
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="apply the same cases this many times, back to back"
+    )
     parser.add_argument("--seed", type=int, default=None, help="default: derandomized")
     parser.add_argument("--timeout", type=float, default=1800, help="time budget for applying")
     parser.add_argument("--settle", type=float, default=180, help="per-object decision deadline")

@@ -26,6 +26,7 @@ from kuberay.runtime.controller import Controller
 from kuberay.runtime.events import DROP_REASONS, EventRecorder
 from kuberay.runtime.informer import Informer, InformerFactory
 from kuberay.runtime.leader import LeaderElector
+from kuberay.runtime.memory import release_periodically
 from kuberay.runtime.metrics import RuntimeMetrics
 from kuberay.runtime.serving import Endpoints
 
@@ -44,6 +45,8 @@ class ManagerOptions:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     sync_timeout: float = 120.0
+    # How often freed heap pages go back to the OS (kuberay.runtime.memory); 0 never.
+    memory_release_interval: float = 60.0
 
 
 class Manager:
@@ -95,6 +98,9 @@ class Manager:
         opts = self.options
         await self.endpoints.start(opts.probe_addr, opts.metrics_addr)
         self.informers.start_all()
+        trimmer = asyncio.create_task(
+            release_periodically(opts.memory_release_interval), name="memory-release"
+        )
         for rec in self.recorders:
             rec.start()
         lost = asyncio.Event()
@@ -136,6 +142,9 @@ class Manager:
                     await elector_task
             await self.informers.stop_all()
             await self.endpoints.stop()
+            trimmer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await trimmer
         return code
 
 
