@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from kuberay.api import webhook
-from kuberay.api.install import apply_crds
+from kuberay.devenv.crds import apply_crds
 from kuberay.runtime.client import NAMESPACES, KubeClient, Resource
 from kuberay.runtime.errors import Invalid, NotFound
 from kuberay.runtime.webhook import WebhookServer, load_or_create
