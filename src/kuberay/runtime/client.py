@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import base64
-import datetime as dt
 import json
 import os
 import random
@@ -48,6 +47,7 @@ import orjson
 import yaml
 from multidict import CIMultiDict
 
+from kuberay.runtime import rfc3339
 from kuberay.runtime.errors import ApiError, TooManyRequests, WatchStalled, error_for
 
 JSON = "application/json"
@@ -183,11 +183,7 @@ class ClientConfig:
             self.cert_file = _materialise_text(status["clientCertificateData"], self._temp)
             self.key_file = _materialise_text(status["clientKeyData"], self._temp)
         expiry = status.get("expirationTimestamp")
-        self._expires = (
-            dt.datetime.fromisoformat(expiry.replace("Z", "+00:00")).timestamp() - 10
-            if expiry
-            else None
-        )
+        self._expires = rfc3339.parse(expiry).timestamp() - 10 if expiry else None
 
     def ssl_context(self) -> ssl.SSLContext:
         if self.exec_config is not None and not self.token:
