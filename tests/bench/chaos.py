@@ -77,6 +77,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_dashboard_server import FakeDashboardServer
 
+from kuberay.api.constants import RAYCLUSTERS, RAYJOBS, RAYSERVICES
 from kuberay.devenv.manifests import install_crds
 from kuberay.devenv.plane import Plane, PlaneConfig
 from kuberay.devenv.testing import create_namespace
@@ -96,9 +97,6 @@ from kuberay.runtime.client import (
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 
 ROOT = Path(__file__).resolve().parents[2]
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
-RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
-RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
 NS = "chaos"
 LEASE_NS = "default"
 LEASE_NAME = "ray-operator-leader"

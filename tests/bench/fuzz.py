@@ -64,6 +64,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from kuberay.api import validation as v
+from kuberay.api.constants import RAYCLUSTERS, RAYJOBS, RAYSERVICES
 from kuberay.api.raycluster import RayCluster
 from kuberay.api.rayjob import RayJob
 from kuberay.api.rayservice import RayService
@@ -77,9 +78,6 @@ from kuberay.runtime.errors import ApiError, NotFound
 
 Obj = dict[str, Any]
 
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
-RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
-RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
 BY_KIND = {"RayCluster": RAYCLUSTERS, "RayJob": RAYJOBS, "RayService": RAYSERVICES}
 PREFIX = {"RayCluster": "rc", "RayJob": "rj", "RayService": "rs"}
 

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 import yaml
 from operator_fixture import OperatorProcess, install_crds
-from test_raycluster import RAYCLUSTERS, raycluster, wait_ready
+from test_raycluster import raycluster, wait_ready
 
+from kuberay.api.constants import RAYCLUSTERS, RAYJOBS, RAYSERVICES
 from kuberay.devenv.plane import Plane, free_port
 from kuberay.devenv.prometheus import (
     HEAD_JOB,
@@ -41,8 +42,6 @@ from kuberay.runtime.client import (
 )
 from kuberay.runtime.errors import NotFound
 
-RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
-RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
 RESOURCEQUOTAS = Resource("", "v1", "resourcequotas", kind="ResourceQuota")
 
 GRAFANA = Path(__file__).parents[2] / "deploy" / "grafana"

@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 
 from kuberay.api import webhook
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.devenv.crds import apply_crds
 from kuberay.runtime.client import NAMESPACES, KubeClient, Resource
 from kuberay.runtime.errors import Invalid, NotFound
@@ -28,7 +29,6 @@ CONFIGS = Resource(
     namespaced=False,
     kind="ValidatingWebhookConfiguration",
 )
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 
 
 def cluster(name: str, groups: tuple[str, ...]) -> dict[str, Any]:

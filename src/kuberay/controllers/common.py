@@ -10,13 +10,12 @@ from __future__ import annotations
 import random
 
 from kuberay.api import constants as c
-from kuberay.runtime.client import Resource
+from kuberay.api.constants import RAYCLUSTERS as RAYCLUSTERS
 from kuberay.runtime.informer import Informer
 from kuberay.runtime.rfc3339 import format_time
 from kuberay.runtime.rfc3339 import parse_time as parse_time
 from kuberay.runtime.store import Obj
 
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 POD_SELECTOR = f"{c.LABEL_NODE_TYPE} in (head,worker,redis-cleanup)"
 OWNED_SELECTOR = f"{c.LABEL_CREATED_BY}={c.CREATED_BY}"
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alphabet

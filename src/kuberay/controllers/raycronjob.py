@@ -26,12 +26,13 @@ from pydantic import ValidationError
 
 from kuberay.api import constants as c
 from kuberay.api import validation as v
+from kuberay.api.constants import RAYCRONJOBS as RAYCRONJOBS
+from kuberay.api.constants import RAYJOBS
 from kuberay.api.features import FeatureGates
 from kuberay.api.k8svalidation import parse_go_duration
 from kuberay.api.raycronjob import RayCronJob
-from kuberay.controllers.rayjob import RAYJOBS
 from kuberay.runtime import rfc3339
-from kuberay.runtime.client import KubeClient, Resource
+from kuberay.runtime.client import KubeClient
 from kuberay.runtime.controller import Request, Result
 from kuberay.runtime.errors import AlreadyExists
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
@@ -41,7 +42,6 @@ from kuberay.runtime.store import Obj
 
 log = logging.getLogger("kuberay.controllers.raycronjob")
 
-RAYCRONJOBS = Resource("ray.io", "v1", "raycronjobs", kind="RayCronJob")
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
