@@ -763,7 +763,7 @@ class Chaos:
             "jobs": await list_items(kube, JOBS),
         }
 
-    def pending(self, snap: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
+    def pending(self, snap: dict[str, list[dict[str, Any]]]) -> dict[str, str]:  # noqa: C901, PLR0912
         """Every object not (yet) where it must end, with why."""
         out: dict[str, str] = {}
         clusters = {c["metadata"]["name"]: c for c in snap["rayclusters"]}
@@ -876,7 +876,7 @@ class Chaos:
         return ""
 
     # ------------------------------------------------------------------ figures
-    def figures(self, snap: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    def figures(self, snap: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:  # noqa: C901, PLR0912
         pods_by_cluster: dict[str, list[dict[str, Any]]] = {}
         for pod in snap["pods"]:
             cl = (pod["metadata"].get("labels") or {}).get("ray.io/cluster")
@@ -980,7 +980,7 @@ class Chaos:
         }
 
     # ------------------------------------------------------------------ the run
-    async def run(self) -> dict[str, Any]:
+    async def run(self) -> dict[str, Any]:  # noqa: PLR0915
         a = self.args
         self.t0 = time.monotonic()
         await install_crds(self.kube)

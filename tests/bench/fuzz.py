@@ -246,7 +246,7 @@ WRONG_TYPES = ("three", 1.5, True, [1], {"a": 1}, None)
 HUGE = (10_000, 100_000, 400_000, 2_000_000)
 
 
-def _mutate_common(draw: st.DrawFn, body: Obj, cls: str) -> None:
+def _mutate_common(draw: st.DrawFn, body: Obj, cls: str) -> None:  # noqa: C901, PLR0912, PLR0915
     """Invalid (or odd) variations of the cluster spec, for every kind."""
     cl = _cluster_of(body)
     if cls == "wrong_type_replicas":
@@ -772,7 +772,7 @@ class Fuzzer:
         self.live[uid] = Live(case, ns, uid, now + self.args.settle, now)
 
     # -- judging -------------------------------------------------------------------------
-    def judge(self, now: float) -> list[Live]:
+    def judge(self, now: float) -> list[Live]:  # noqa: C901
         """Decided objects (removed from ``live``)."""
         done: list[Live] = []
         grace = self.args.condition_grace
@@ -1038,7 +1038,7 @@ async def wait_gone(kube: KubeClient, namespaces: list[str], timeout: float) -> 
     return False
 
 
-async def fuzz(args: argparse.Namespace, plane: Plane, workdir: Path) -> dict[str, Any]:
+async def fuzz(args: argparse.Namespace, plane: Plane, workdir: Path) -> dict[str, Any]:  # noqa: C901, PLR0915
     t0 = time.monotonic()
     cases = generate(args.count, args.seed)
     gen_s = round(time.monotonic() - t0, 1)

@@ -214,7 +214,7 @@ class Bench:
         items = (await self.kube.list(RAYCLUSTERS, ns))["items"]
         return {c["metadata"]["name"]: c for c in items}
 
-    async def wait_all_ready(
+    async def wait_all_ready(  # noqa: C901
         self, ns: str, names: set[str], want_workers: dict[str, int] | None = None
     ) -> float:
         """Seconds until every named cluster is ``ready`` (with the wanted worker counts). It

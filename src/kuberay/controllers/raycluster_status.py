@@ -173,7 +173,7 @@ def head_pod_ready_condition(head: Obj | None) -> tuple[str, str, str]:
     return status, reason or c.REASON_UNKNOWN, message
 
 
-def calculate_status(
+def calculate_status(  # noqa: C901, PLR0912, PLR0915
     cluster: Obj,
     pods: list[Obj],
     head_service: Obj | None,
