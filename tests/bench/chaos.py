@@ -48,10 +48,9 @@ if __name__ == "__main__" and sys.argv[1:2] == ["--operator-shim"]:
 
     import kuberay.cli.operator as _operator_cli
     from kuberay.cli.main import main as _kuberay_main
+    from kuberay.controllers.rayservice import RayServiceConfig
 
-    _operator_cli.RayServiceConfig = functools.partial(  # type: ignore[misc]
-        _operator_cli.RayServiceConfig, health_probe=None
-    )
+    vars(_operator_cli)["RayServiceConfig"] = functools.partial(RayServiceConfig, health_probe=None)
     sys.exit(_kuberay_main(sys.argv[2:]))
 
 import argparse
@@ -530,14 +529,18 @@ class Chaos:
             self.event("deleted RayCluster", name=name)
         elif action == "serve-config":
             self.work.services[name]["spec"]["serveConfigV2"] = UPGRADED_SERVE_CONFIG
-            patch = {"spec": {"serveConfigV2": UPGRADED_SERVE_CONFIG}}
-            await retrying(f"upgrade {name}", lambda: kube.patch(RAYSERVICES, name, patch, NS))
+            config_patch = {"spec": {"serveConfigV2": UPGRADED_SERVE_CONFIG}}
+            await retrying(
+                f"upgrade {name}", lambda: kube.patch(RAYSERVICES, name, config_patch, NS)
+            )
             self.event("RayService serve config changed", name=name)
         elif action == "image":
             spec = cluster_spec(1, image=UPGRADED_IMAGE, ports=True)
             self.work.services[name]["spec"]["rayClusterConfig"] = spec
-            patch = {"spec": {"rayClusterConfig": spec}}
-            await retrying(f"upgrade {name}", lambda: kube.patch(RAYSERVICES, name, patch, NS))
+            image_patch = {"spec": {"rayClusterConfig": spec}}
+            await retrying(
+                f"upgrade {name}", lambda: kube.patch(RAYSERVICES, name, image_patch, NS)
+            )
             self.event("RayService cluster image changed", name=name)
 
     # ------------------------------------------------------------------ chaos

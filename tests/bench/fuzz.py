@@ -212,7 +212,7 @@ def rayservice_spec(draw: st.DrawFn) -> Obj:
 
 
 def _cluster_of(body: Obj) -> Obj:
-    spec = body["spec"]
+    spec: Obj = body["spec"]
     if body["kind"] == "RayJob":
         return spec.setdefault("rayClusterSpec", {})  # type: ignore[no-any-return]
     if body["kind"] == "RayService":

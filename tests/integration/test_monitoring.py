@@ -209,7 +209,11 @@ async def test_controller_runtime_series_have_upstream_labels(
         'kuberay_cluster_info{name="mon-ok"}',
     ]
     for expr in wanted:
-        await wait_until(lambda e=expr: _has_data(prometheus, e), timeout=60, what=expr)
+
+        async def has_data(e: str = expr) -> bool:
+            return await _has_data(prometheus, e)
+
+        await wait_until(has_data, timeout=60, what=expr)
 
 
 async def test_every_operator_dashboard_panel_shows_data(

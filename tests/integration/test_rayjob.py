@@ -248,8 +248,8 @@ class Operator:
         register_raycluster(mgr, RayClusterConfig(gates=self.gates), [self.namespace])
         budget_now = self.budget
 
-        def factory(url: str, *, auth_token: str | None = None) -> Any:
-            return GatedDashboard(self.registry(url, auth_token=auth_token), budget_now)
+        def factory(base_url: str, *, auth_token: str | None = None) -> Any:
+            return GatedDashboard(self.registry(base_url, auth_token=auth_token), budget_now)
 
         config = RayJobConfig(gates=self.gates, **self.config)
         jobs = register_rayjob(mgr, config, [self.namespace], factory)

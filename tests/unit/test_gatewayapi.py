@@ -3,6 +3,7 @@ skip reason, not a failure."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,14 @@ def test_pin_parsing_block_and_single_line(tmp_path: Path) -> None:
 
 
 def test_no_go_is_reported_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gatewayapi.shutil, "which", lambda _name: None)
+    monkeypatch.setattr("kuberay.devenv.gatewayapi.shutil.which", lambda _name: None)
     with pytest.raises(gatewayapi.GatewayApiUnavailable) as err:
         gatewayapi.module_dir()
     assert err.value.no_go
 
 
 def test_crd_files_present_in_the_downloaded_module() -> None:
-    if gatewayapi.shutil.which("go") is None:
+    if shutil.which("go") is None:
         pytest.skip("Go is not installed")
     paths = gatewayapi.crd_paths(gatewayapi.module_dir())
     assert [p.name for p in paths] == list(gatewayapi.CRD_FILES)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kuberay.api import crdgen, features
+from kuberay.api import constants, crdgen, features
 from kuberay.api import rbac_rules as rr
 from kuberay.builders import rbac as autoscaler_rbac
 from kuberay.cli import manifests
@@ -71,7 +71,7 @@ RESOURCE_ARG = {"_delete_child": 1}
 GENERIC = {"_create_if_missing", "_get_optional", "_delete_child"}
 # (module, function) -> resources the variable first argument can be there.
 INDIRECT: dict[tuple[str, str], tuple[Resource, ...]] = {
-    ("rayservice", "_delete_children"): (rayservice.RAYCLUSTERS, rayservice.SERVICES),
+    ("rayservice", "_delete_children"): (constants.RAYCLUSTERS, client.SERVICES),
     ("rayservice", "_apply_gateway_object"): (rayservice.GATEWAYS, rayservice.HTTPROUTES),
     ("rayservice", "_delete_gateway_objects"): (rayservice.GATEWAYS, rayservice.HTTPROUTES),
 }

@@ -13,4 +13,4 @@ class Hello:
         return f"{os.environ.get('GREETING', 'none')} from {socket.gethostname()}"
 
 
-app = Hello.bind()
+app = Hello.bind()  # type: ignore[attr-defined]  # Ray types the decorator as returning the class
