@@ -33,6 +33,7 @@ from kuberay.controllers import (
     rayjob,
     rayservice,
 )
+from kuberay.devenv.testing import skip_unless_strict
 from kuberay.runtime import client, events, leader
 from kuberay.runtime.client import Resource
 
@@ -287,10 +288,11 @@ def _kubectl() -> str | None:
     return str(found) if found else shutil.which("kubectl")
 
 
+@pytest.mark.needs_go
 def test_kustomization_moves_every_object_and_binding_to_its_namespace(tmp_path: Path) -> None:
     kubectl = _kubectl()
     if kubectl is None:
-        pytest.skip("no kubectl (kustomize) on this machine")
+        skip_unless_strict("no kubectl (kustomize): `kuberay dev build` builds one")
     shutil.copytree(DEPLOY, tmp_path / "deploy", ignore=shutil.ignore_patterns("helm", "crds"))
     kfile = tmp_path / "deploy" / "kustomization.yaml"
     kfile.write_text(kfile.read_text().replace("namespace: kuberay-system", "namespace: ops"))
