@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Creates .venv with the project and its development tools. Idempotent and quick when nothing
 # changed: the install is skipped while pyproject.toml is unchanged since the last one.
+# `--unit`: only what the unit tests and static checks need (no Go, no Ray, no redis-server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+unit_only=false
+if [ "${1:-}" = "--unit" ]; then
+  unit_only=true
+fi
 
 PY=${PYTHON:-}
 if [ -z "$PY" ]; then
@@ -16,7 +21,7 @@ if [ -z "$PY" ]; then
   echo "error: Python 3.11 or newer is needed (set PYTHON=/path/to/python3.11)" >&2
   exit 2
 fi
-if ! command -v go >/dev/null 2>&1 && [ -z "${KUBERAY_CONTROLPLANE_BINDIR:-}" ]; then
+if ! $unit_only && ! command -v go >/dev/null 2>&1 && [ -z "${KUBERAY_CONTROLPLANE_BINDIR:-}" ]; then
   echo "error: Go 1.26+ is needed to build the local control plane (https://go.dev/dl), or set" >&2
   echo "       KUBERAY_CONTROLPLANE_BINDIR to a directory with kube-apiserver, kube-controller-manager," >&2
   echo "       kube-scheduler, kubectl, etcd and kwok." >&2
@@ -27,9 +32,21 @@ if [ ! -x .venv/bin/python ]; then
   echo "[bootstrap] creating .venv with $PY"
   "$PY" -m venv .venv
 fi
+# One stamp per install flavour; the full install also satisfies the unit-only one.
 stamp=.venv/.kuberay-installed
+unit_stamp=.venv/.kuberay-installed-unit
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+installed() { [ -f "$1" ] && [ "$(cat "$1")" = "$want" ]; }
+if $unit_only; then
+  if ! installed "$stamp" && ! installed "$unit_stamp"; then
+    echo "[bootstrap] installing the project and its dev tools into .venv (unit tests only)"
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e '.[dev]'
+    echo "$want" > "$unit_stamp"
+  fi
+  exit 0
+fi
+if ! installed "$stamp"; then
   echo "[bootstrap] installing the project and its dev tools into .venv"
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -e '.[dev,e2e]'

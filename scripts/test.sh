@@ -6,11 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"
 
-echo "== static checks"
-ruff check src tests
-ruff format --check src tests
-mypy
-lint-imports
+scripts/static-checks.sh
 
 echo "== control-plane binaries"
 kuberay dev build

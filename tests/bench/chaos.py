@@ -48,10 +48,9 @@ if __name__ == "__main__" and sys.argv[1:2] == ["--operator-shim"]:
 
     import kuberay.cli.operator as _operator_cli
     from kuberay.cli.main import main as _kuberay_main
+    from kuberay.controllers.rayservice import RayServiceConfig
 
-    _operator_cli.RayServiceConfig = functools.partial(  # type: ignore[misc]
-        _operator_cli.RayServiceConfig, health_probe=None
-    )
+    vars(_operator_cli)["RayServiceConfig"] = functools.partial(RayServiceConfig, health_probe=None)
     sys.exit(_kuberay_main(sys.argv[2:]))
 
 import argparse
@@ -77,6 +76,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_dashboard_server import FakeDashboardServer
 
+from kuberay.api.constants import RAYCLUSTERS, RAYJOBS, RAYSERVICES
 from kuberay.devenv.manifests import install_crds
 from kuberay.devenv.plane import Plane, PlaneConfig
 from kuberay.devenv.testing import create_namespace
@@ -96,9 +96,6 @@ from kuberay.runtime.client import (
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 
 ROOT = Path(__file__).resolve().parents[2]
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
-RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
-RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
 NS = "chaos"
 LEASE_NS = "default"
 LEASE_NAME = "ray-operator-leader"
@@ -532,14 +529,18 @@ class Chaos:
             self.event("deleted RayCluster", name=name)
         elif action == "serve-config":
             self.work.services[name]["spec"]["serveConfigV2"] = UPGRADED_SERVE_CONFIG
-            patch = {"spec": {"serveConfigV2": UPGRADED_SERVE_CONFIG}}
-            await retrying(f"upgrade {name}", lambda: kube.patch(RAYSERVICES, name, patch, NS))
+            config_patch = {"spec": {"serveConfigV2": UPGRADED_SERVE_CONFIG}}
+            await retrying(
+                f"upgrade {name}", lambda: kube.patch(RAYSERVICES, name, config_patch, NS)
+            )
             self.event("RayService serve config changed", name=name)
         elif action == "image":
             spec = cluster_spec(1, image=UPGRADED_IMAGE, ports=True)
             self.work.services[name]["spec"]["rayClusterConfig"] = spec
-            patch = {"spec": {"rayClusterConfig": spec}}
-            await retrying(f"upgrade {name}", lambda: kube.patch(RAYSERVICES, name, patch, NS))
+            image_patch = {"spec": {"rayClusterConfig": spec}}
+            await retrying(
+                f"upgrade {name}", lambda: kube.patch(RAYSERVICES, name, image_patch, NS)
+            )
             self.event("RayService cluster image changed", name=name)
 
     # ------------------------------------------------------------------ chaos
@@ -765,7 +766,7 @@ class Chaos:
             "jobs": await list_items(kube, JOBS),
         }
 
-    def pending(self, snap: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
+    def pending(self, snap: dict[str, list[dict[str, Any]]]) -> dict[str, str]:  # noqa: C901, PLR0912
         """Every object not (yet) where it must end, with why."""
         out: dict[str, str] = {}
         clusters = {c["metadata"]["name"]: c for c in snap["rayclusters"]}
@@ -878,7 +879,7 @@ class Chaos:
         return ""
 
     # ------------------------------------------------------------------ figures
-    def figures(self, snap: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    def figures(self, snap: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:  # noqa: C901, PLR0912
         pods_by_cluster: dict[str, list[dict[str, Any]]] = {}
         for pod in snap["pods"]:
             cl = (pod["metadata"].get("labels") or {}).get("ray.io/cluster")
@@ -982,7 +983,7 @@ class Chaos:
         }
 
     # ------------------------------------------------------------------ the run
-    async def run(self) -> dict[str, Any]:
+    async def run(self) -> dict[str, Any]:  # noqa: PLR0915
         a = self.args
         self.t0 = time.monotonic()
         await install_crds(self.kube)

@@ -106,7 +106,7 @@ class FakeDashboardServer:
             self.errors += 1
             return _text(str(exc), exc.status or 503)
 
-    async def _route(
+    async def _route(  # noqa: C901, PLR0912
         self, fake: FakeDashboard, method: str, path: str, request: web.Request
     ) -> web.StreamResponse:
         if path == "/api/jobs/" or path == "/api/jobs":

@@ -64,6 +64,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from kuberay.api import validation as v
+from kuberay.api.constants import RAYCLUSTERS, RAYJOBS, RAYSERVICES
 from kuberay.api.raycluster import RayCluster
 from kuberay.api.rayjob import RayJob
 from kuberay.api.rayservice import RayService
@@ -77,9 +78,6 @@ from kuberay.runtime.errors import ApiError, NotFound
 
 Obj = dict[str, Any]
 
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
-RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
-RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
 BY_KIND = {"RayCluster": RAYCLUSTERS, "RayJob": RAYJOBS, "RayService": RAYSERVICES}
 PREFIX = {"RayCluster": "rc", "RayJob": "rj", "RayService": "rs"}
 
@@ -214,7 +212,7 @@ def rayservice_spec(draw: st.DrawFn) -> Obj:
 
 
 def _cluster_of(body: Obj) -> Obj:
-    spec = body["spec"]
+    spec: Obj = body["spec"]
     if body["kind"] == "RayJob":
         return spec.setdefault("rayClusterSpec", {})  # type: ignore[no-any-return]
     if body["kind"] == "RayService":
@@ -248,7 +246,7 @@ WRONG_TYPES = ("three", 1.5, True, [1], {"a": 1}, None)
 HUGE = (10_000, 100_000, 400_000, 2_000_000)
 
 
-def _mutate_common(draw: st.DrawFn, body: Obj, cls: str) -> None:
+def _mutate_common(draw: st.DrawFn, body: Obj, cls: str) -> None:  # noqa: C901, PLR0912, PLR0915
     """Invalid (or odd) variations of the cluster spec, for every kind."""
     cl = _cluster_of(body)
     if cls == "wrong_type_replicas":
@@ -774,7 +772,7 @@ class Fuzzer:
         self.live[uid] = Live(case, ns, uid, now + self.args.settle, now)
 
     # -- judging -------------------------------------------------------------------------
-    def judge(self, now: float) -> list[Live]:
+    def judge(self, now: float) -> list[Live]:  # noqa: C901
         """Decided objects (removed from ``live``)."""
         done: list[Live] = []
         grace = self.args.condition_grace
@@ -1040,7 +1038,7 @@ async def wait_gone(kube: KubeClient, namespaces: list[str], timeout: float) -> 
     return False
 
 
-async def fuzz(args: argparse.Namespace, plane: Plane, workdir: Path) -> dict[str, Any]:
+async def fuzz(args: argparse.Namespace, plane: Plane, workdir: Path) -> dict[str, Any]:  # noqa: C901, PLR0915
     t0 = time.monotonic()
     cases = generate(args.count, args.seed)
     gen_s = round(time.monotonic() - t0, 1)

@@ -32,14 +32,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from scale import cluster, proc_stats
 
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.devenv.manifests import install_crds
 from kuberay.devenv.operatorproc import OperatorProcess
 from kuberay.devenv.plane import Plane, PlaneConfig, free_port
 from kuberay.devenv.prometheus import OPERATOR_JOB, Prometheus
 from kuberay.devenv.testing import create_namespace
-from kuberay.runtime.client import KubeClient, Resource, load_kubeconfig
+from kuberay.runtime.client import KubeClient, load_kubeconfig
 
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 NS = "bench-metrics"
 
 

@@ -55,7 +55,7 @@ async def list_retrying(kube: KubeClient, ns: str, attempts: int = 20) -> dict[s
     return await kube.list(PODS, ns)
 
 
-async def ceiling(
+async def ceiling(  # noqa: C901
     plane: Plane,
     pods: int,
     concurrency: int,

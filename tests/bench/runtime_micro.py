@@ -46,7 +46,7 @@ def worker_pod(i: int) -> dict[str, Any]:
         "timeoutSeconds": 2,
         "failureThreshold": 10,
     }
-    env = [
+    env: list[dict[str, Any]] = [
         {"name": n, "value": v}
         for n, v in [
             ("FQ_RAY_IP", f"{cluster}-head-svc.default.svc.cluster.local"),

@@ -44,6 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from plane_ceiling import ceiling, list_retrying
 
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.builders import pod as podb
 from kuberay.builders import service as svcb
 from kuberay.builders.options import BuildOptions
@@ -56,12 +57,9 @@ from kuberay.runtime.client import (
     PODS,
     SERVICES,
     KubeClient,
-    Resource,
     load_kubeconfig,
 )
 from kuberay.runtime.errors import ApiError, NotFound, ServerError
-
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 
 
 def cluster(name: str, workers: int, cpu: str = "100m") -> dict[str, Any]:
@@ -216,7 +214,7 @@ class Bench:
         items = (await self.kube.list(RAYCLUSTERS, ns))["items"]
         return {c["metadata"]["name"]: c for c in items}
 
-    async def wait_all_ready(
+    async def wait_all_ready(  # noqa: C901
         self, ns: str, names: set[str], want_workers: dict[str, int] | None = None
     ) -> float:
         """Seconds until every named cluster is ``ready`` (with the wanted worker counts). It

@@ -77,7 +77,7 @@ _ALLOCATED = {"nodePort", "healthCheckNodePort", "clusterIP", "clusterIPs"}
 
 def _rewrite(node: Any, replace: list[tuple[str, str]], key: str = "") -> Any:
     if isinstance(node, dict):
-        out = {}
+        out: dict[str, Any] = {}
         for k, v in node.items():
             if k in _ALLOCATED and v not in (None, "None", ["None"]):
                 out[k] = "<allocated>"  # chosen by the apiserver

@@ -207,7 +207,7 @@ def generated_inputs(count: int) -> list[Any]:
         bodies.append(body)
 
     collect()
-    out = []
+    out: list[Obj] = []
     for body in bodies:
         if len(out) == count:
             break

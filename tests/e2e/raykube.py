@@ -15,12 +15,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from kuberay.runtime.client import KubeClient, Resource
-
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
-RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
-RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
-ENDPOINTSLICES = Resource("discovery.k8s.io", "v1", "endpointslices", kind="EndpointSlice")
+from kuberay.runtime.client import ENDPOINTSLICES, KubeClient, Resource
 
 RAY_VERSION = "2.59.0"
 IMAGE = f"rayproject/ray:{RAY_VERSION}"

@@ -375,7 +375,7 @@ async def test_serve_config_put_deploys_and_removes_an_application(backend: Back
 
     async def running() -> bool:
         apps = (await client.get_serve_details())["applications"]
-        return apps.get("contract", {}).get("status") == APP_RUNNING
+        return bool(apps.get("contract", {}).get("status") == APP_RUNNING)
 
     await eventually(running, SERVE_TIMEOUT, "serve application 'contract' RUNNING")
     details = await client.get_serve_details()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.prometheus import (
     OPERATOR_JOB,
@@ -22,7 +23,7 @@ from kuberay.devenv.prometheus import (
 from kuberay.devenv.testing import wait_for
 from kuberay.runtime.client import KubeClient
 
-from .raykube import RAYCLUSTERS, cluster_spec, head_ip, raycluster, run_job, worker_group
+from .raykube import cluster_spec, head_ip, raycluster, run_job, worker_group
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

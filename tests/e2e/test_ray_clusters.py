@@ -22,13 +22,12 @@ from typing import Any
 
 import pytest
 
+from kuberay.api.constants import RAYCLUSTERS, RAYJOBS
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import skip_unless_strict, wait_for, wait_gone
 from kuberay.runtime.client import EVENTS, PODS, KubeClient
 
 from .raykube import (
-    RAYCLUSTERS,
-    RAYJOBS,
     alive_nodes,
     cluster_spec,
     head_ip,

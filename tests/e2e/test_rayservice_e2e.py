@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
+from kuberay.api.constants import RAYCLUSTERS, RAYSERVICES
 from kuberay.devenv.testing import wait_for
 from kuberay.runtime.client import CONFIGMAPS, KubeClient
 
-from .raykube import RAYCLUSTERS, RAYSERVICES, ahttp, cluster_spec, service_endpoints
+from .raykube import ahttp, cluster_spec, service_endpoints
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 from operator_fixture import OperatorProcess, install_crds
@@ -22,9 +22,7 @@ def operator_proc(
 
 
 @pytest.fixture(scope="module")
-async def ray_operator(
-    kube: KubeClient, operator_proc: OperatorProcess
-) -> AsyncIterator[OperatorProcess]:
+async def ray_operator(kube: KubeClient, operator_proc: OperatorProcess) -> OperatorProcess:
     """The module's operator, started with the CRDs installed."""
     await install_crds(kube)
     operator_proc.start()

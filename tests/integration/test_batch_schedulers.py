@@ -13,14 +13,14 @@ import orjson
 import pytest
 from operator_fixture import OperatorProcess, install_crds
 
+from kuberay.api.constants import RAYCLUSTERS, RAYJOBS
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import condition, install_loose_crd, wait_for, wait_until
-from kuberay.runtime.client import JSON_PATCH, PODS, KubeClient, Resource
+from kuberay.runtime.client import JSON_PATCH, PODS, KubeClient
 from kuberay.runtime.events import EVENTS_V1
 from kuberay.schedulers import volcano
 from kuberay.schedulers.scheduler_plugins import PODGROUPS
 
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 Start = Callable[[str], OperatorProcess]
 
 
@@ -192,9 +192,6 @@ async def test_volcano_pod_group_follows_the_spec(
         return bool(got["spec"]["minMember"] == 4 and got["spec"]["minResources"]["cpu"] == "4")
 
     await wait_until(resized, timeout=30, what="the PodGroup resized to 4 members")
-
-
-RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
 
 
 async def test_yunikorn_rayjob_gang_reserves_the_submitter(

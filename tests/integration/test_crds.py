@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kuberay.api import crdgen, openapi
-from kuberay.api.install import apply_crds
+from kuberay.devenv.crds import apply_crds
 from kuberay.runtime.client import CRDS, KubeClient, Resource
 from kuberay.runtime.errors import Invalid
 
@@ -443,7 +443,7 @@ async def test_openapi_snapshot_matches_the_apiserver(kube: KubeClient) -> None:
     live = openapi.trim(documents)
     assert live == openapi.snapshot(), (
         "the apiserver's core schemas changed: refresh with "
-        "`python -m kuberay.api.snapshot --kubeconfig ...` and regenerate the CRDs"
+        "`python -m kuberay.cli.snapshot --kubeconfig ...` and regenerate the CRDs"
     )
 
 

@@ -16,14 +16,13 @@ from typing import Any
 import pytest
 from operator_fixture import OperatorProcess, install_crds
 
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.controllers.networkpolicy import NETWORKPOLICIES
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import wait_gone, wait_until
-from kuberay.runtime.client import JSON_PATCH, PODS, KubeClient, Resource
+from kuberay.runtime.client import JSON_PATCH, PODS, PVCS, KubeClient
 from kuberay.runtime.errors import NotFound
 from kuberay.runtime.events import EVENTS_V1
-
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 
 
 def isolated_cluster(name: str, **policy: Any) -> dict[str, Any]:
@@ -204,9 +203,6 @@ async def test_tls_cluster_without_cert_manager_is_refused(
     assert message == "tlsOptions requires cert-manager, but cert-manager is not installed"
     pods = await kube.list(PODS, namespace, label_selector="ray.io/cluster=tls")
     assert pods["items"] == []
-
-
-PVCS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
 
 
 async def test_gcs_claim_follows_deletion_policy_and_reports_drift(

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from operator_fixture import OperatorProcess, install_crds
 
+from kuberay.api.constants import RAYCLUSTERS, RAYJOBS
 from kuberay.cli import manifests
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import (
@@ -39,8 +40,6 @@ from kuberay.runtime.errors import Forbidden, NotFound
 from kuberay.runtime.events import EVENTS_V1
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
-RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
 _RBAC = "rbac.authorization.k8s.io"
 CLUSTERROLES = Resource(_RBAC, "v1", "clusterroles", namespaced=False, kind="ClusterRole")
 CLUSTERROLEBINDINGS = Resource(

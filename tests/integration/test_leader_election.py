@@ -171,7 +171,9 @@ async def test_real_operator_standby_writes_nothing_and_takes_over(
     plane: Plane, kube: KubeClient, namespace: str, tmp_path: Path
 ) -> None:
     from operator_fixture import install_crds
-    from test_raycluster import RAYCLUSTERS, pods_of, raycluster, wait_ready
+    from test_raycluster import pods_of, raycluster, wait_ready
+
+    from kuberay.api.constants import RAYCLUSTERS
 
     await install_crds(kube)
     alpha = _Replica(plane, tmp_path / "alpha", namespace)

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 import yaml
 from operator_fixture import OperatorProcess, install_crds
-from test_raycluster import RAYCLUSTERS, raycluster, wait_ready
+from test_raycluster import raycluster, wait_ready
 
+from kuberay.api.constants import RAYCLUSTERS, RAYJOBS, RAYSERVICES
 from kuberay.devenv.plane import Plane, free_port
 from kuberay.devenv.prometheus import (
     HEAD_JOB,
@@ -41,8 +42,6 @@ from kuberay.runtime.client import (
 )
 from kuberay.runtime.errors import NotFound
 
-RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
-RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
 RESOURCEQUOTAS = Resource("", "v1", "resourcequotas", kind="ResourceQuota")
 
 GRAFANA = Path(__file__).parents[2] / "deploy" / "grafana"
@@ -210,7 +209,11 @@ async def test_controller_runtime_series_have_upstream_labels(
         'kuberay_cluster_info{name="mon-ok"}',
     ]
     for expr in wanted:
-        await wait_until(lambda e=expr: _has_data(prometheus, e), timeout=60, what=expr)
+
+        async def has_data(e: str = expr) -> bool:
+            return await _has_data(prometheus, e)
+
+        await wait_until(has_data, timeout=60, what=expr)
 
 
 async def test_every_operator_dashboard_panel_shows_data(

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 from operator_fixture import OperatorProcess, install_crds
-from test_raycluster import RAYCLUSTERS, raycluster, wait_ready
+from test_raycluster import raycluster, wait_ready
 
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import install_loose_crd, wait_for, wait_gone
 from kuberay.runtime.client import CRDS, KubeClient, Resource

@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.cli.operator import SettingsError, require_kubernetes
-from kuberay.controllers.raycluster import RAYCLUSTERS
 from kuberay.controllers.rayjob import RAYJOBS
 from kuberay.controllers.rayservice import RAYSERVICES
 from kuberay.devenv.manifests import install_crds

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import has_condition, unique_name, wait_for, wait_gone, wait_until
 from kuberay.runtime.client import (
@@ -19,7 +21,7 @@ from kuberay.runtime.client import (
 from kuberay.runtime.errors import Gone
 
 
-def _deployment(name: str, replicas: int) -> dict:
+def _deployment(name: str, replicas: int) -> dict[str, Any]:
     labels = {"app": name}
     return {
         "apiVersion": "apps/v1",
@@ -150,7 +152,7 @@ async def test_service_gets_endpointslices(kube: KubeClient, namespace: str) -> 
 
 async def test_crd_installs_and_becomes_established(kube: KubeClient) -> None:
     group = f"{unique_name('g')}.example.com"
-    crd = {
+    crd: dict[str, Any] = {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": f"widgets.{group}"},
@@ -213,7 +215,7 @@ async def test_watch_from_compacted_resource_version_is_gone(
     assert first_event.object["code"] == 410, first_event.object
 
 
-def _podtemplate(name: str) -> dict:
+def _podtemplate(name: str) -> dict[str, Any]:
     return {
         "metadata": {"name": name},
         "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},

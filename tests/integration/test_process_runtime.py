@@ -368,12 +368,16 @@ async def test_jobs_complete_and_fail(process_kube: KubeClient, process_namespac
         template = {"spec": {"restartPolicy": "Never", "containers": [container]}}
         job = {"metadata": {"name": name}, "spec": {"backoffLimit": 0, "template": template}}
         await process_kube.create(JOBS, job, ns)
+
+        def ended(j: dict[str, Any], outcome: str = outcome) -> bool:
+            return has_condition(j, outcome)
+
         await wait_for(
             process_kube,
             JOBS,
             name,
             ns,
-            lambda j, outcome=outcome: has_condition(j, outcome),
+            ended,
             timeout=60,
             what=f"Job {outcome}",
         )

@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 from operator_fixture import OperatorProcess
 
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import condition, has_condition, wait_for, wait_gone, wait_until
 from kuberay.runtime.client import JSON_PATCH, PODS, SERVICES, KubeClient, Resource
 from kuberay.runtime.errors import NotFound
-
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 
 
 def raycluster(name: str, replicas: int = 2, **spec_extra: Any) -> dict[str, Any]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from operator_fixture import OperatorProcess
-from test_raycluster import RAYCLUSTERS, raycluster
+from test_raycluster import raycluster
 
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.devenv.testing import condition, wait_for, wait_until
 from kuberay.runtime.client import JSON_PATCH, PODS, KubeClient
 from kuberay.runtime.events import EVENTS_V1

@@ -10,7 +10,8 @@ from typing import Any
 
 from operator_fixture import install_crds
 
-from kuberay.controllers.raycluster import RAYCLUSTERS, RayClusterConfig
+from kuberay.api.constants import RAYCLUSTERS
+from kuberay.controllers.raycluster import RayClusterConfig
 from kuberay.controllers.raycluster import register as register_raycluster
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import reconcile_trace, wait_for

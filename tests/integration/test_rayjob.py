@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.api.features import FeatureGates
 from kuberay.controllers.crd_metrics import RayJobMetrics
 from kuberay.controllers.raycluster import RayClusterConfig
@@ -48,7 +49,6 @@ from kuberay.runtime.errors import ApiError, NotFound
 from kuberay.runtime.events import EVENTS_V1
 from kuberay.runtime.manager import Manager, ManagerOptions
 
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
@@ -248,8 +248,8 @@ class Operator:
         register_raycluster(mgr, RayClusterConfig(gates=self.gates), [self.namespace])
         budget_now = self.budget
 
-        def factory(url: str, *, auth_token: str | None = None) -> Any:
-            return GatedDashboard(self.registry(url, auth_token=auth_token), budget_now)
+        def factory(base_url: str, *, auth_token: str | None = None) -> Any:
+            return GatedDashboard(self.registry(base_url, auth_token=auth_token), budget_now)
 
         config = RayJobConfig(gates=self.gates, **self.config)
         jobs = register_rayjob(mgr, config, [self.namespace], factory)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kuberay.api.constants import ANNOTATION_DELETION_AT, ANNOTATION_SERVE_CONFIG_HASH
+from kuberay.api.constants import ANNOTATION_DELETION_AT, ANNOTATION_SERVE_CONFIG_HASH, RAYCLUSTERS
 from kuberay.builders import gateway as gwb
 from kuberay.controllers.raycluster import RayClusterConfig
 from kuberay.controllers.raycluster import register as register_raycluster
@@ -42,12 +42,10 @@ from kuberay.devenv.testing import (
     wait_until,
 )
 from kuberay.ray.fake import FakeDashboard, FakeDashboardRegistry
-from kuberay.runtime.client import PODS, SERVICES, KubeClient, Resource, load_kubeconfig
+from kuberay.runtime.client import PODS, SERVICES, KubeClient, load_kubeconfig
 from kuberay.runtime.errors import ApiError, NotFound
 from kuberay.runtime.events import EVENTS_V1
 from kuberay.runtime.manager import Manager, ManagerOptions
-
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 
 SERVE_CONFIG = """\
 applications:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from kuberay.api import crdgen
-from kuberay.api.install import apply_crds
+from kuberay.devenv.crds import apply_crds
 from kuberay.runtime.client import APPLY_PATCH, CRDS, KubeClient, Resource
 
 SAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "samples"

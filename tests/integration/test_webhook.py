@@ -16,7 +16,8 @@ import aiohttp
 import pytest
 
 from kuberay.api import webhook
-from kuberay.api.install import apply_crds
+from kuberay.api.constants import RAYCLUSTERS
+from kuberay.devenv.crds import apply_crds
 from kuberay.runtime.client import NAMESPACES, KubeClient, Resource
 from kuberay.runtime.errors import Invalid, NotFound
 from kuberay.runtime.webhook import WebhookServer, load_or_create
@@ -28,7 +29,6 @@ CONFIGS = Resource(
     namespaced=False,
     kind="ValidatingWebhookConfiguration",
 )
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 
 
 def cluster(name: str, groups: tuple[str, ...]) -> dict[str, Any]:

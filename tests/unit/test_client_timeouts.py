@@ -38,7 +38,7 @@ async def test_queueing_for_a_pooled_connection_does_not_count(slow_server: str)
     client = KubeClient(ClientConfig(server=slow_server, timeout=0.6, max_connections=1))
     try:
         answers = await asyncio.gather(
-            *(client.request("GET", "/slow", params={"sleep": 0.3}) for _ in range(4))
+            *(client.request("GET", "/slow", params={"sleep": "0.3"}) for _ in range(4))
         )
     finally:
         await client.close()
@@ -49,7 +49,7 @@ async def test_a_silent_server_still_times_out(slow_server: str) -> None:
     client = KubeClient(ClientConfig(server=slow_server, timeout=0.3))
     try:
         with pytest.raises(ApiError) as info:
-            await client.request("GET", "/slow", params={"sleep": 0.8})
+            await client.request("GET", "/slow", params={"sleep": "0.8"})
     finally:
         await client.close()
     assert info.value.status == 0
@@ -63,7 +63,7 @@ async def test_the_pool_wait_has_its_own_bound(slow_server: str) -> None:
         # The first request holds the only connection for 1 s (its own timeout is 2 s); the
         # second gives up after pool_wait + timeout = 0.4 s.
         first = asyncio.create_task(
-            client.request("GET", "/slow", params={"sleep": 1.0}, timeout=2.0)
+            client.request("GET", "/slow", params={"sleep": "1.0"}, timeout=2.0)
         )
         await asyncio.sleep(0.05)
         with pytest.raises(ApiError):

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 import yaml
-from test_monitoring_rules import NEEDS_PROMTOOL, OPERATOR_PREFIXES, exported_series_names
+from test_monitoring_rules import NEEDS_PROMTOOL as _NEEDS_PROMTOOL
+from test_monitoring_rules import OPERATOR_PREFIXES, exported_series_names
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "deploy" / "grafana"
@@ -196,6 +197,10 @@ def test_queries_name_only_series_the_operator_exports(name: str) -> None:
 
 
 # ------------------------------------------------------------------------------- promtool
+
+
+# Typed here: to mypy, a sibling test module imported by its bare name is Any.
+NEEDS_PROMTOOL: pytest.MarkDecorator = _NEEDS_PROMTOOL
 
 
 @NEEDS_PROMTOOL

@@ -17,6 +17,7 @@ from kuberay.api import validation as v
 from kuberay.api.raycluster import RayCluster
 from kuberay.api.rayjob import RayJob
 from kuberay.api.rayservice import RayService
+from kuberay.ray.fake import FakeDashboardRegistry
 
 Obj = dict[str, Any]
 
@@ -87,8 +88,9 @@ async def test_deleted_rayjobs_and_rayservices_release_their_event_state() -> No
     client = KubeClient(ClientConfig(server="https://127.0.0.1:9"))
     try:
         mgr = Manager(client, ManagerOptions(metrics_addr=None, probe_addr=None))
-        job = rayjob.register(mgr, rayjob.RayJobConfig(), ["ns"], lambda *a, **k: None)
-        svc = rayservice.register(mgr, rayservice.RayServiceConfig(), ["ns"], lambda *a, **k: None)
+        dashboards = FakeDashboardRegistry()  # never called: only the registration is inspected
+        job = rayjob.register(mgr, rayjob.RayJobConfig(), ["ns"], dashboards)
+        svc = rayservice.register(mgr, rayservice.RayServiceConfig(), ["ns"], dashboards)
         for reconciler, informers, kind in (
             (job, job.rayjobs, "RayJob"),
             (svc, svc.rayservices, "RayService"),

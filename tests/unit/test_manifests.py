@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kuberay.api import crdgen, features
+from kuberay.api import constants, crdgen, features
 from kuberay.api import rbac_rules as rr
 from kuberay.builders import rbac as autoscaler_rbac
 from kuberay.cli import manifests
@@ -33,6 +33,7 @@ from kuberay.controllers import (
     rayjob,
     rayservice,
 )
+from kuberay.devenv.testing import skip_unless_strict
 from kuberay.runtime import client, events, leader
 from kuberay.runtime.client import Resource
 
@@ -71,7 +72,7 @@ RESOURCE_ARG = {"_delete_child": 1}
 GENERIC = {"_create_if_missing", "_get_optional", "_delete_child"}
 # (module, function) -> resources the variable first argument can be there.
 INDIRECT: dict[tuple[str, str], tuple[Resource, ...]] = {
-    ("rayservice", "_delete_children"): (rayservice.RAYCLUSTERS, rayservice.SERVICES),
+    ("rayservice", "_delete_children"): (constants.RAYCLUSTERS, client.SERVICES),
     ("rayservice", "_apply_gateway_object"): (rayservice.GATEWAYS, rayservice.HTTPROUTES),
     ("rayservice", "_delete_gateway_objects"): (rayservice.GATEWAYS, rayservice.HTTPROUTES),
 }
@@ -287,10 +288,11 @@ def _kubectl() -> str | None:
     return str(found) if found else shutil.which("kubectl")
 
 
+@pytest.mark.needs_go
 def test_kustomization_moves_every_object_and_binding_to_its_namespace(tmp_path: Path) -> None:
     kubectl = _kubectl()
     if kubectl is None:
-        pytest.skip("no kubectl (kustomize) on this machine")
+        skip_unless_strict("no kubectl (kustomize): `kuberay dev build` builds one")
     shutil.copytree(DEPLOY, tmp_path / "deploy", ignore=shutil.ignore_patterns("helm", "crds"))
     kfile = tmp_path / "deploy" / "kustomization.yaml"
     kfile.write_text(kfile.read_text().replace("namespace: kuberay-system", "namespace: ops"))

@@ -1,5 +1,6 @@
 """Every name the operator shares with the outside world: labels, annotations, finalizers,
-environment variables, ports, condition types/reasons and event reasons.
+environment variables, ports, condition types/reasons and event reasons, and the REST locations
+of the ray.io kinds.
 
 Other tools (Ray's autoscaler, Kueue, Volcano, ``kubectl ray``, dashboards) match these strings
 literally, so they must equal KubeRay v1.7's byte for byte; keeping them in one module makes a
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from kuberay.runtime.resource import Resource
+
 GROUP: Final = "ray.io"
 VERSION: Final = "v1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
@@ -17,6 +20,12 @@ KIND_RAYCLUSTER: Final = "RayCluster"
 KIND_RAYJOB: Final = "RayJob"
 KIND_RAYSERVICE: Final = "RayService"
 KIND_RAYCRONJOB: Final = "RayCronJob"
+
+# Where the four kinds live in the REST API (the one definition every layer imports).
+RAYCLUSTERS: Final = Resource(GROUP, VERSION, "rayclusters", kind=KIND_RAYCLUSTER)
+RAYJOBS: Final = Resource(GROUP, VERSION, "rayjobs", kind=KIND_RAYJOB)
+RAYSERVICES: Final = Resource(GROUP, VERSION, "rayservices", kind=KIND_RAYSERVICE)
+RAYCRONJOBS: Final = Resource(GROUP, VERSION, "raycronjobs", kind=KIND_RAYCRONJOB)
 
 KUBERAY_VERSION: Final = "v1.7.0"
 MANAGED_BY_KUBERAY: Final = "ray.io/kuberay-operator"

@@ -22,6 +22,7 @@ from typing import Any, Final
 from kuberay.api import constants as c
 from kuberay.api.quantity import Quantity, format_quantity, parse_quantity, pod_resources
 
+# A Kubernetes object as stored: the one alias, imported by the builders too.
 JsonDict = dict[str, Any]
 _MIG_KEY: Final = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb$")
 

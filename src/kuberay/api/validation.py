@@ -613,7 +613,7 @@ def _tls(spec: RayClusterSpec, gates: FeatureGates) -> str | None:
     return None
 
 
-def validate_raycluster_spec(
+def validate_raycluster_spec(  # noqa: C901, PLR0912
     spec: RayClusterSpec,
     annotations: Mapping[str, str] | None = None,
     gates: FeatureGates = DEFAULT_GATES,
@@ -890,7 +890,7 @@ def runtime_env_error(text: str | None) -> str | None:
     return None
 
 
-def validate_rayjob_spec(
+def validate_rayjob_spec(  # noqa: C901, PLR0912
     job: RayJob, gates: FeatureGates = DEFAULT_GATES, *, prefix: str = RAYJOB_PREFIX
 ) -> str | None:
     """``ValidateRayJobSpec``; ``prefix`` is upstream's ``The RayJob spec is invalid: ``."""

@@ -14,10 +14,9 @@ import re
 from typing import Any, Final
 
 from kuberay.api import constants as c
+from kuberay.api.resources import JsonDict as JsonDict
 from kuberay.api.resources import owner_reference as owner_reference
 from kuberay.builders.options import BuildOptions
-
-JsonDict = dict[str, Any]
 
 _VERSION: Final = re.compile(r"^v?(\d+)((?:\.\d+)*)(.*)$")
 

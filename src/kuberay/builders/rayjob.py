@@ -438,10 +438,6 @@ def job_submit_payload(job: JsonDict, job_id: str) -> JsonDict:
     return body
 
 
-def job_head_service_name(job_name: str) -> str:
-    return f"{job_name}-head-svc"
-
-
 def build_job_head_service(job: JsonDict, cluster: JsonDict, options: BuildOptions) -> JsonDict:
     """``<rayjob>-head-svc``: a stable name for the head of whichever cluster the job runs on,
     owned by the RayJob, so after a retry (new cluster) only its selector has to be re-pointed."""

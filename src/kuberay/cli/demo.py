@@ -20,16 +20,16 @@ from typing import Any
 
 import yaml
 
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.cli import dev
 from kuberay.devenv import binaries
 from kuberay.devenv.manifests import REPO_ROOT, apply, install_crds
 from kuberay.devenv.supervisor import add_plane_arguments
-from kuberay.runtime.client import NAMESPACES, NODES, PODS, KubeClient, Resource, load_kubeconfig
+from kuberay.runtime.client import NAMESPACES, NODES, PODS, KubeClient, load_kubeconfig
 from kuberay.runtime.errors import AlreadyExists
 
 DEMO_NS = "kuberay-demo"
 SAMPLE = REPO_ROOT / "deploy" / "samples" / "demo-raycluster.yaml"
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 
 
 def _table(rows: list[list[str]]) -> str:

@@ -281,7 +281,7 @@ async def require_api(client: KubeClient, res: Resource, why: str) -> None:
         )
 
 
-async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> int:
+async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> int:  # noqa: C901, PLR0912, PLR0915
     try:
         gates = FeatureGates.parse(settings.feature_gates)
     except ValueError as exc:

@@ -1,5 +1,5 @@
 """What the ray.io controllers share: the RayCluster resource, the cache scoping selectors,
-generated-name suffixes and RFC 3339 time helpers.
+generated-name suffixes and (re-exported from ``kuberay.runtime.rfc3339``) RFC 3339 helpers.
 
 The selectors scope the operator's caches as upstream does (pods of Ray nodes only; Services and
 batch Jobs the operator created), which keeps memory proportional to what it manages.
@@ -7,19 +7,21 @@ batch Jobs the operator created), which keeps memory proportional to what it man
 
 from __future__ import annotations
 
-import datetime as dt
 import random
-from typing import Any
 
 from kuberay.api import constants as c
-from kuberay.runtime.client import Resource
+from kuberay.api.constants import RAYCLUSTERS as RAYCLUSTERS
 from kuberay.runtime.informer import Informer
+from kuberay.runtime.rfc3339 import format_time
+from kuberay.runtime.rfc3339 import parse_time as parse_time
 from kuberay.runtime.store import Obj
 
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 POD_SELECTOR = f"{c.LABEL_NODE_TYPE} in (head,worker,redis-cleanup)"
 OWNED_SELECTOR = f"{c.LABEL_CREATED_BY}={c.CREATED_BY}"
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alphabet
+
+# The RFC 3339 helpers live in kuberay.runtime.rfc3339; these names stay for the controllers.
+rfc3339 = format_time
 
 
 def find_cached(informers: list[Informer], ns: str, name: str) -> Obj | None:
@@ -33,16 +35,3 @@ def find_cached(informers: list[Informer], ns: str, name: str) -> Obj | None:
 
 def random_suffix(n: int = 5) -> str:
     return "".join(random.choice(_SUFFIX_ALPHABET) for _ in range(n))
-
-
-def rfc3339(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: Any) -> float | None:
-    if not text or not isinstance(text, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

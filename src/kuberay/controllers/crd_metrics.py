@@ -24,7 +24,6 @@ left the cache.
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 from collections.abc import Iterable, Iterator
 
@@ -32,6 +31,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from kuberay.api import constants as c
+from kuberay.runtime import rfc3339
 from kuberay.runtime.informer import Informer
 from kuberay.runtime.store import Obj
 
@@ -41,7 +41,7 @@ IDENT = ["name", "namespace", "uid"]
 def _ts(text: str | None) -> float | None:
     if not text:
         return None
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return rfc3339.parse(text).timestamp()
 
 
 def _ident(obj: Obj) -> list[str]:

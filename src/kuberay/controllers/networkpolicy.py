@@ -25,8 +25,9 @@ import copy
 from typing import Any
 
 from kuberay.api import constants as c
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.builders.network_policy import build_network_policies
-from kuberay.controllers.common import RAYCLUSTERS, find_cached
+from kuberay.controllers.common import find_cached
 from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.controller import Request, Result, generation_changed
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound

@@ -20,11 +20,11 @@ Invariants and failure modes:
 from __future__ import annotations
 
 import copy
-import datetime as dt
 from typing import Any
 
 from kuberay.api import constants as c
 from kuberay.api import resources as res
+from kuberay.runtime import rfc3339
 
 Obj = dict[str, Any]
 
@@ -34,7 +34,7 @@ MSG_SUSPENDED = "RayCluster has been suspended"
 
 
 def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339.now()
 
 
 def pod_condition(pod: Obj, ctype: str) -> Obj | None:
@@ -173,7 +173,7 @@ def head_pod_ready_condition(head: Obj | None) -> tuple[str, str, str]:
     return status, reason or c.REASON_UNKNOWN, message
 
 
-def calculate_status(
+def calculate_status(  # noqa: C901, PLR0912, PLR0915
     cluster: Obj,
     pods: list[Obj],
     head_service: Obj | None,

@@ -21,17 +21,18 @@ import time
 import zoneinfo
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import ValidationError
 
 from kuberay.api import constants as c
 from kuberay.api import validation as v
+from kuberay.api.constants import RAYCRONJOBS as RAYCRONJOBS
+from kuberay.api.constants import RAYJOBS
 from kuberay.api.features import FeatureGates
 from kuberay.api.k8svalidation import parse_go_duration
 from kuberay.api.raycronjob import RayCronJob
-from kuberay.controllers.rayjob import RAYJOBS
-from kuberay.runtime.client import KubeClient, Resource
+from kuberay.runtime import rfc3339
+from kuberay.runtime.client import KubeClient
 from kuberay.runtime.controller import Request, Result
 from kuberay.runtime.errors import AlreadyExists
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
@@ -41,7 +42,6 @@ from kuberay.runtime.store import Obj
 
 log = logging.getLogger("kuberay.controllers.raycronjob")
 
-RAYCRONJOBS = Resource("ray.io", "v1", "raycronjobs", kind="RayCronJob")
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -170,19 +170,6 @@ def _zone(name: str | None) -> dt.tzinfo:
     return local if local is not None else dt.UTC
 
 
-def _parse_time(text: Any) -> dt.datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _rfc3339(when: dt.datetime) -> str:
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def child_name(cron_name: str, tick: dt.datetime) -> str:
     return f"{cron_name}-{int(tick.timestamp()) // 60}"
 
@@ -196,7 +183,9 @@ def build_child(cron: Obj, tick: dt.datetime) -> Obj:
             "name": child_name(meta["name"], tick),
             "namespace": meta.get("namespace"),
             "labels": {c.LABEL_CRONJOB_NAME: meta["name"]},
-            "annotations": {c.ANNOTATION_CRONJOB_SCHEDULED_TIMESTAMP: _rfc3339(tick)},
+            "annotations": {
+                c.ANNOTATION_CRONJOB_SCHEDULED_TIMESTAMP: rfc3339.format_datetime(tick)
+            },
             "ownerReferences": [
                 {
                     "apiVersion": c.API_VERSION,
@@ -262,7 +251,7 @@ class RayCronJobReconciler:
             return None
         schedule = Schedule.parse(spec["schedule"], _zone(spec.get("timeZone")))
         status = cron.get("status") or {}
-        last = _parse_time(status.get("lastScheduleTime")) or _parse_time(
+        last = rfc3339.parse_datetime(status.get("lastScheduleTime")) or rfc3339.parse_datetime(
             cron["metadata"].get("creationTimestamp")
         )
         now = dt.datetime.fromtimestamp(self.config.clock(), dt.UTC)
@@ -285,7 +274,7 @@ class RayCronJobReconciler:
                 "resourceVersion": cron["metadata"]["resourceVersion"],
             },
             "spec": spec,
-            "status": {**status, "lastScheduleTime": _rfc3339(tick)},
+            "status": {**status, "lastScheduleTime": rfc3339.format_datetime(tick)},
         }
         await self.client.update_status(RAYCRONJOBS, body)
         following = schedule.next_after(tick)

@@ -85,13 +85,6 @@ class DashboardClient(Protocol):
     async def close(self) -> None: ...
 
 
-class SupportsGcsHealth(Protocol):
-    """Optional capability (the HTTP client and the fake have it): one cheap probe of
-    ``/api/gcs_healthz``, the check the submitter's wait loop makes; never raises."""
-
-    async def gcs_healthy(self) -> bool: ...
-
-
 class DashboardFactory(Protocol):
     """Makes a client for one cluster's dashboard (``http://host:port``, optional auth token)."""
 

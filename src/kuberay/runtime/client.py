@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import base64
-import datetime as dt
 import json
 import os
 import random
@@ -48,7 +47,9 @@ import orjson
 import yaml
 from multidict import CIMultiDict
 
+from kuberay.runtime import rfc3339
 from kuberay.runtime.errors import ApiError, TooManyRequests, WatchStalled, error_for
+from kuberay.runtime.resource import Resource as Resource
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -60,34 +61,6 @@ METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-
-
-@dataclass(frozen=True)
-class Resource:
-    """Where a kind lives in the REST API."""
-
-    group: str
-    version: str
-    plural: str
-    namespaced: bool = True
-    kind: str = ""
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(
-        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{quote(namespace)}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{quote(name)}"
-            if subresource:
-                base += f"/{subresource}"
-        return base
 
 
 # The core resources the operator and the tests touch.
@@ -183,11 +156,7 @@ class ClientConfig:
             self.cert_file = _materialise_text(status["clientCertificateData"], self._temp)
             self.key_file = _materialise_text(status["clientKeyData"], self._temp)
         expiry = status.get("expirationTimestamp")
-        self._expires = (
-            dt.datetime.fromisoformat(expiry.replace("Z", "+00:00")).timestamp() - 10
-            if expiry
-            else None
-        )
+        self._expires = rfc3339.parse(expiry).timestamp() - 10 if expiry else None
 
     def ssl_context(self) -> ssl.SSLContext:
         if self.exec_config is not None and not self.token:

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from kuberay.runtime.errors import ApiError, Conflict
 from kuberay.runtime.informer import Handler, Informer
@@ -112,17 +112,6 @@ def owner_mapper(owner_kind: str, owner_group: str, controller_only: bool = True
             if group == owner_group:
                 out.append(Request(meta.get("namespace"), ref["name"]))
         return out
-
-    return mapper
-
-
-def label_mapper(label: str) -> Mapper:
-    """Maps an object to the same-namespace object named by one of its labels."""
-
-    def mapper(obj: Obj) -> list[Request]:
-        meta = obj.get("metadata", {})
-        value = (meta.get("labels") or {}).get(label)
-        return [Request(meta.get("namespace"), value)] if value else []
 
     return mapper
 
@@ -270,17 +259,3 @@ class Controller:
 def _request_of(obj: Obj) -> Request:
     ns, name = split_key(object_key(obj))
     return Request(ns, name)
-
-
-async def retry_on_conflict(
-    fn: Callable[[], Awaitable[Any]], attempts: int = 5, delay: float = 0.01
-) -> Any:
-    """Re-runs a read-modify-write until it does not hit a Conflict (bounded)."""
-    for attempt in range(attempts):
-        try:
-            return await fn()
-        except Conflict:
-            if attempt == attempts - 1:
-                raise
-            await asyncio.sleep(delay * (2**attempt))
-    return None

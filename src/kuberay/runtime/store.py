@@ -299,9 +299,6 @@ class Store:
         keys = self._indices[index].get(value, ())
         return [self._items[k] for k in keys]
 
-    def index_keys(self, index: str, value: str) -> set[str]:
-        return set(self._indices[index].get(value, ()))
-
     def upsert(self, obj: Obj) -> Obj | None:
         """Stores ``obj``; returns the previous version, if any."""
         key = object_key(obj)

@@ -100,10 +100,6 @@ class WorkQueue:
     def depth(self) -> int:
         return len(self._queue)
 
-    @property
-    def processing(self) -> int:
-        return len(self._processing)
-
     def unfinished_work_seconds(self) -> float:
         """Seconds of work in progress that ``done`` has not seen yet, summed over items: a
         reconcile that hangs makes this grow while the rate of finished work shows nothing."""

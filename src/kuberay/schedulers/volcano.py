@@ -24,6 +24,7 @@ from typing import Any
 
 from kuberay.api import constants as c
 from kuberay.api import resources as res
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.api.quantity import formatted, pod_resources, same_amount
 from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.errors import AlreadyExists, NotFound
@@ -31,7 +32,6 @@ from kuberay.schedulers import common as sc
 
 NAME = "volcano"
 PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", kind="PodGroup")
-RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", kind="RayCluster")
 LABEL_QUEUE = "volcano.sh/queue-name"
 LABEL_TOPOLOGY_MODE = "volcano.sh/network-topology-mode"
 LABEL_TOPOLOGY_TIER = "volcano.sh/network-topology-highest-tier-allowed"

@@ -134,7 +134,7 @@ def _unique_by(key: str, items: st.SearchStrategy[dict[str, Any]]) -> st.SearchS
     return st.lists(items, max_size=2, unique_by=lambda d: d[key])
 
 
-def _value(
+def _value(  # noqa: C901, PLR0912
     annotation: Any, markers: list[Any], owner: type[ApiModel], alias: str
 ) -> st.SearchStrategy[Any]:
     inner, more = _split(annotation)

@@ -14,10 +14,11 @@ from kuberay.api.raycluster import RayCluster, RayClusterSpec, RayClusterStatus,
 from kuberay.api.raycronjob import RayCronJobSpec
 from kuberay.api.rayjob import RayJobSpec, RayJobStatus
 from kuberay.api.rayservice import RayServiceSpec
+from kuberay.api.schema import ApiModel
 
 from .strategies import mutate, specs, statuses
 
-SPEC_MODELS = {
+SPEC_MODELS: dict[str, type[ApiModel]] = {
     "RayCluster": RayClusterSpec,
     "RayJob": RayJobSpec,
     "RayService": RayServiceSpec,

@@ -1328,10 +1328,10 @@ def test_cron_parser(schedule: str, error: str | None) -> None:
 
 
 def test_malformed_objects_give_messages_not_exceptions() -> None:
-    assert v.validate({"kind": "RayCluster", "spec": {"headGroupSpec": 3}}, ALL_GATES).startswith(
-        "invalid RayCluster: spec.headGroupSpec"
-    )
-    assert v.validate({"kind": "RayJob", "spec": []}).startswith("invalid RayJob: spec")
+    assert str(
+        v.validate({"kind": "RayCluster", "spec": {"headGroupSpec": 3}}, ALL_GATES)
+    ).startswith("invalid RayCluster: spec.headGroupSpec")
+    assert str(v.validate({"kind": "RayJob", "spec": []})).startswith("invalid RayJob: spec")
     assert v.validate({"kind": "Pod"}) is None
 
 

@@ -215,7 +215,7 @@ def test_normalize_capacity() -> None:
 
 
 def test_deployed_serve_config_round_trips_what_serve_reports() -> None:
-    details = {
+    details: dict[str, Any] = {
         "proxy_location": "EveryNode",
         "http_options": {"host": "0.0.0.0"},
         "applications": {

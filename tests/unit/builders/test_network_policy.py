@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kuberay.builders.network_policy import build_network_policies
 
 from . import samples
@@ -25,7 +27,7 @@ def test_deny_all_default_head_and_workers() -> None:
 
 
 def test_modes_and_user_rules() -> None:
-    custom = {"from": [{"namespaceSelector": {}}]}
+    custom: dict[str, Any] = {"from": [{"namespaceSelector": {}}]}
     rc = samples.cluster(
         "demo",
         networkPolicy={

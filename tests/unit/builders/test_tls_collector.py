@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kuberay.builders.options import BuildOptions
 from kuberay.builders.pod import build_head_pod, build_worker_pod
 from kuberay.builders.redis_cleanup import build_redis_cleanup_job
@@ -68,7 +70,7 @@ def test_redis_cleanup_drops_tls_wait() -> None:
 HISTORY = BuildOptions(history_server=True)
 
 
-def _history_cluster() -> dict[str, object]:
+def _history_cluster() -> dict[str, Any]:
     rc = samples.cluster("demo")
     rc["metadata"]["labels"] = {
         "ray.io/originated-from-crd": "RayJob",

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from kuberay.api.constants import RAYCLUSTERS, RAYJOBS, RAYSERVICES
 from kuberay.controllers.crd_metrics import RayClusterMetrics, RayJobMetrics, RayServiceMetrics
-from kuberay.controllers.raycluster import RAYCLUSTERS
-from kuberay.controllers.rayjob import RAYJOBS
-from kuberay.controllers.rayservice import RAYSERVICES
 from kuberay.runtime.informer import Informer
 
 

@@ -12,8 +12,10 @@ from kuberay.controllers import raycronjob as rc
 UTC = dt.UTC
 
 
-def at(*args: int) -> dt.datetime:
-    return dt.datetime(*args, tzinfo=UTC)
+def at(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> dt.datetime:
+    return dt.datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(

@@ -453,7 +453,12 @@ async def test_submit_without_id_uses_the_generated_one(
 
 
 async def test_serve_details_and_put(server: Scripted, client: HttpDashboardClient) -> None:
-    details = {"controller_info": {}, "proxies": {}, "applications": {}, "target_capacity": None}
+    details: dict[str, Any] = {
+        "controller_info": {},
+        "proxies": {},
+        "applications": {},
+        "target_capacity": None,
+    }
     server.on("GET", "/api/serve/applications/", answer(200, details))
     server.on("PUT", "/api/serve/applications/", answer(200, text=""))
     server.on("PUT", "/api/serve/applications/", answer(400, text="ValidationError: bad"))

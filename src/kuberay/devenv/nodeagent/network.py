@@ -30,7 +30,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 RUN_ROOT = Path("/run/kuberay-devenv")
@@ -91,14 +91,6 @@ class PodNetwork:
 
     def pod_addresses(self) -> list[str]:
         return [str(h) for h in self.network.hosts()][1:]
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> PodNetwork:
-        data = json.loads(text)
-        return cls(id=data["id"], subnet=data["subnet"])
 
 
 def _start_time(pid: int) -> str:

@@ -1,6 +1,6 @@
 """Refresh the committed Kubernetes OpenAPI snapshot from a running apiserver.
 
-``python -m kuberay.api.snapshot --kubeconfig PATH`` fetches the OpenAPI v3 group documents
+``python -m kuberay.cli.snapshot --kubeconfig PATH`` fetches the OpenAPI v3 group documents
 listed in ``openapi.GROUP_PATHS``, trims them to what the CRDs embed and rewrites the package
 data file. Run it when the pinned Kubernetes version changes, then regenerate the CRDs; the
 integration test that compares the snapshot with the live apiserver says when that is due.
@@ -26,7 +26,7 @@ async def fetch(kubeconfig: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kuberay.api.snapshot", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m kuberay.cli.snapshot", description=__doc__)
     parser.add_argument("--kubeconfig", type=Path, required=True)
     args = parser.parse_args(argv)
     snap = asyncio.run(fetch(args.kubeconfig))

@@ -5,6 +5,9 @@ Server-side apply with one field manager makes installation idempotent and lets 
 since the generated schema is authoritative. Waiting for ``Established`` means the caller can
 use the new types immediately; a CRD the apiserver refuses to establish raises ``TimeoutError``
 with its conditions, which is where a NonStructuralSchema problem would show.
+
+The CRDs come straight from ``kuberay.api.crdgen`` (not from ``deploy/crds``), so tests that use
+this exercise the models' current schema. The operator itself never installs CRDs.
 """
 
 from __future__ import annotations
