@@ -727,7 +727,7 @@ def test_a_reconciler_is_built_without_a_manager() -> None:
         None,  # type: ignore[arg-type]  # no call reaches the API server here
         recorder,  # type: ignore[arg-type]
         RayServiceConfig(clock=lambda: NOW + 31),
-        lambda *a, **k: None,  # type: ignore[arg-type,return-value]
+        lambda *a, **k: None,  # type: ignore[arg-type]
     )
     assert rec.controller is None
     assert rec.rayservices == []
@@ -746,7 +746,7 @@ async def test_register_wires_one_informer_set_per_namespace() -> None:
     client = KubeClient(ClientConfig(server="https://127.0.0.1:9"))
     try:
         mgr = Manager(client, ManagerOptions(metrics_addr=None, probe_addr=None))
-        rec = register(mgr, RayServiceConfig(), ["a", "b"], lambda *a, **k: None)  # type: ignore[arg-type,return-value]
+        rec = register(mgr, RayServiceConfig(), ["a", "b"], lambda *a, **k: None)  # type: ignore[arg-type]
         assert rec.controller is not None
         assert rec.controller in mgr.controllers
         for informers in (rec.rayservices, rec.clusters, rec.services, rec.pods, rec.slices):
