@@ -133,6 +133,7 @@ async def test_manager_shares_caches_and_informers() -> None:
         assert [i.namespace for i in cache.informers] == ["a", "b"]
         # Code that still asks for one namespace's informer gets the cache's own.
         assert mgr.informer(CONFIGMAPS, namespace="b", label_selector="x=1") is cache.informers[1]
+        assert len(mgr.cache(CONFIGMAPS, namespaces=["a", "a"]).informers) == 1
         everywhere = mgr.cache(CONFIGMAPS)
         assert [i.namespace for i in everywhere.informers] == [None]
         assert everywhere is not cache

@@ -86,7 +86,8 @@ class Manager:
         """The cache of ``resource`` in ``namespaces`` (all when empty or None): one informer
         per watched namespace, or one for the whole cluster. ``kwargs`` configure the informers
         (transform, indexers, ...) when they are created; a cache already made is shared."""
-        scopes: list[str | None] = list(namespaces) if namespaces else [None]
+        # A namespace named twice is watched once (two informers would list it twice).
+        scopes: list[str | None] = list(dict.fromkeys(namespaces)) if namespaces else [None]
         key = tuple(informer_key(resource, ns, label_selector) for ns in scopes)
         cache = self.caches.get(key)
         if cache is None:
