@@ -10,6 +10,7 @@ from typing import Any
 
 from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import CONFIGMAPS, ClientConfig, KubeClient, WatchEvent
+from kuberay.runtime.controller import Controller, Request
 from kuberay.runtime.informer import Handler, Informer
 from kuberay.runtime.manager import Manager, ManagerOptions
 from kuberay.runtime.store import index_by_label
@@ -188,3 +189,30 @@ async def test_relist_after_gone_clears_a_write_whose_object_was_deleted() -> No
         assert inf.get("n", "a") is None
     finally:
         await inf.stop()
+
+
+async def test_a_controller_watches_a_cache_through_all_its_informers() -> None:
+    one, two = _informer("one"), _informer("two")
+    cache = ResourceCache(CONFIGMAPS, [one, two])
+    seen: list[str] = []
+    both = asyncio.Event()
+
+    async def reconcile(req: Request) -> None:
+        seen.append(req.key)
+        if len(seen) == 2:
+            both.set()
+
+    ctrl = Controller("test", reconcile, concurrency=1)
+    ctrl.for_(cache)
+    assert ctrl.sources == [cache]
+    one._apply("ADDED", _obj("a", "11", ns="one"))
+    two._apply("ADDED", _obj("b", "12", ns="two"))
+    one.synced.set()
+    two.synced.set()
+    await ctrl.start(1)
+    try:
+        async with asyncio.timeout(5):
+            await both.wait()
+    finally:
+        await ctrl.stop()
+    assert sorted(seen) == ["one/a", "two/b"]
