@@ -83,8 +83,8 @@ class MinResourceVersionTracker:
     def record(self, key: str, obj: Obj, delivered: str | None) -> bool:
         """Records our write of ``key`` (the server's answer, ``obj``); ``delivered`` is the
         resourceVersion the informer has applied up to. Returns True when the key now waits
-        for the informer, False when there is nothing to wait for (no version, or already
-        delivered, or an at least as new write is already pending)."""
+        for the informer (for this write, or for a newer one already pending), False when
+        there is nothing to wait for (no version, or the informer is already past it)."""
         rv = resource_version(obj)
         if rv is None or (delivered is not None and at_least(delivered, rv)):
             return False
@@ -119,8 +119,9 @@ class MinResourceVersionTracker:
 
     def observe_list(self, rv: str | None) -> None:
         """A (re)list replaced the store. Integer versions are cleared up to the list's
-        version; writes with opaque versions are dropped, since the list is a consistent read
-        of the current state and there is no way to tell them apart from it."""
+        version. Writes with opaque versions are dropped: the list is a consistent read of the
+        current state, and an opaque version cannot tell whether it already includes them (a
+        write racing the list may thus read as its listed predecessor until its own event)."""
         self.observe_bookmark(rv)
         for key in [k for k, p in self._pending.items() if version_int(p.resource_version) is None]:
             del self._pending[key]
