@@ -62,6 +62,7 @@ VERBS = {
     "patch": ("patch",),
     "delete": ("delete",),
     "informer": ("list", "watch"),
+    "cache": ("list", "watch"),
     "_create_if_missing": ("create",),
     "_get_optional": ("get",),
     "_delete_child": ("get", "delete"),

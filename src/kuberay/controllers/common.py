@@ -25,7 +25,11 @@ rfc3339 = format_time
 
 
 def find_cached(informers: list[Informer], ns: str, name: str) -> Obj | None:
-    """``ns/name`` from the first of ``informers`` (one per watched namespace) that has it."""
+    """``ns/name`` from the first of ``informers`` (one per watched namespace) that has it.
+
+    Deprecated: kept for the controllers that still hold per-namespace informer lists; the
+    others read a ``runtime.cache.ResourceCache`` (``get``), which also returns our own writes
+    that the watch has not delivered yet."""
     for inf in informers:
         obj = inf.store.get_by_name(ns, name)
         if obj is not None:

@@ -27,12 +27,11 @@ from typing import Any
 from kuberay.api import constants as c
 from kuberay.api.constants import RAYCLUSTERS
 from kuberay.builders.network_policy import build_network_policies
-from kuberay.controllers.common import find_cached
+from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.controller import Request, Result, generation_changed
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
-from kuberay.runtime.informer import Informer
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import Obj
 
@@ -74,34 +73,26 @@ class NetworkPolicyReconciler:
     ) -> None:
         self.client: KubeClient = mgr.client
         self.recorder: EventRecorder = mgr.recorder(c.RECORDER_NETWORKPOLICY)
-        self.clusters: list[Informer] = []
-        self.policies: list[Informer] = []
+        self.clusters: ResourceCache = mgr.cache(RAYCLUSTERS, namespaces=namespaces)
+        self.policies: ResourceCache = mgr.cache(
+            NETWORKPOLICIES, namespaces=namespaces, label_selector=c.LABEL_CLUSTER
+        )
         ctrl = mgr.controller("networkpolicy", self.reconcile, concurrency=concurrency)
-        for ns in list(namespaces) if namespaces else [None]:
-            clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
-            policies = mgr.informer(NETWORKPOLICIES, namespace=ns, label_selector=c.LABEL_CLUSTER)
-            ctrl.for_(clusters, generation_changed)
-            ctrl.owns(policies, c.KIND_RAYCLUSTER, "ray.io")
-            self.clusters.append(clusters)
-            self.policies.append(policies)
+        ctrl.for_(self.clusters, generation_changed)
+        ctrl.owns(self.policies, c.KIND_RAYCLUSTER, "ray.io")
         self.controller = ctrl
 
     def _owned_policies(self, ns: str, cluster: str, uid: str) -> dict[str, Obj]:
         out: dict[str, Obj] = {}
-        for inf in self.policies:
-            for obj in inf.store.values():
-                meta = obj["metadata"]
-                if (
-                    meta.get("namespace") == ns
-                    and (meta.get("labels") or {}).get(c.LABEL_CLUSTER) == cluster
-                    and _owned_by(obj, uid)
-                ):
-                    out[meta["name"]] = obj
+        for obj in self.policies.list(ns):
+            meta = obj["metadata"]
+            if (meta.get("labels") or {}).get(c.LABEL_CLUSTER) == cluster and _owned_by(obj, uid):
+                out[meta["name"]] = obj
         return out
 
     async def reconcile(self, req: Request) -> Result | None:
         ns = req.namespace or ""
-        cached = find_cached(self.clusters, ns, req.name)
+        cached = self.clusters.get(ns, req.name)
         if cached is None:
             return None
         meta = cached["metadata"]

@@ -61,9 +61,9 @@ from kuberay.controllers.common import (
     OWNED_SELECTOR,
     POD_SELECTOR,
     RAYCLUSTERS,
-    find_cached,
     random_suffix,
 )
+from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import (
     JOBS,
     JSON_PATCH,
@@ -86,7 +86,7 @@ from kuberay.runtime.controller import (
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
 from kuberay.runtime.expectations import Expectations
-from kuberay.runtime.informer import Handler, Informer
+from kuberay.runtime.informer import Handler
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
 from kuberay.schedulers import BatchScheduler
@@ -208,50 +208,39 @@ class RayClusterReconciler:
         self.client: KubeClient = mgr.client
         self.config = config
         self.recorder: EventRecorder = mgr.recorder("raycluster-controller")
-        ns_list: list[str | None] = list(namespaces) if namespaces else [None]
-        self.clusters: list[Informer] = []
-        self.pods: list[Informer] = []
-        self.services: list[Informer] = []
-        self.jobs: list[Informer] = []
+        ctrl = mgr.controller("raycluster", self.reconcile, concurrency=config.concurrency)
+        predicate = any_of(generation_changed, labels_changed, annotations_changed)
+        self.clusters: ResourceCache = mgr.cache(RAYCLUSTERS, namespaces=namespaces)
+        self.pods: ResourceCache = mgr.cache(
+            PODS,
+            namespaces=namespaces,
+            label_selector=POD_SELECTOR,
+            transform=projector(POD_FIELDS),
+        )
+        self.pods.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
+        self.services: ResourceCache = mgr.cache(
+            SERVICES, namespaces=namespaces, label_selector=OWNED_SELECTOR
+        )
+        self.jobs: ResourceCache = mgr.cache(
+            JOBS, namespaces=namespaces, label_selector=OWNED_SELECTOR
+        )
         # The autoscaler's ServiceAccount, Role and RoleBinding we made: a cache hit spares
         # three create calls (answered AlreadyExists) on every reconcile of an autoscaling
         # cluster, including the periodic one; a miss (cold or stale cache) only costs them.
-        self.made: dict[str, list[Informer]] = {
-            "serviceaccounts": [],
-            "roles": [],
-            "rolebindings": [],
+        self.made: dict[str, ResourceCache] = {
+            SERVICEACCOUNTS.plural: mgr.cache(
+                SERVICEACCOUNTS, namespaces=namespaces, label_selector=OWNED_SELECTOR
+            ),
+            ROLES.plural: mgr.cache(ROLES, namespaces=namespaces, label_selector=OWNED_SELECTOR),
+            ROLEBINDINGS.plural: mgr.cache(
+                ROLEBINDINGS, namespaces=namespaces, label_selector=OWNED_SELECTOR
+            ),
         }
-        ctrl = mgr.controller("raycluster", self.reconcile, concurrency=config.concurrency)
-        predicate = any_of(generation_changed, labels_changed, annotations_changed)
-        for ns in ns_list:
-            clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
-            pods = mgr.informer(
-                PODS,
-                namespace=ns,
-                label_selector=POD_SELECTOR,
-                transform=projector(POD_FIELDS),
-            )
-            pods.store.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
-            services = mgr.informer(SERVICES, namespace=ns, label_selector=OWNED_SELECTOR)
-            jobs = mgr.informer(JOBS, namespace=ns, label_selector=OWNED_SELECTOR)
-            self.made["serviceaccounts"].append(
-                mgr.informer(SERVICEACCOUNTS, namespace=ns, label_selector=OWNED_SELECTOR)
-            )
-            self.made["roles"].append(
-                mgr.informer(ROLES, namespace=ns, label_selector=OWNED_SELECTOR)
-            )
-            self.made["rolebindings"].append(
-                mgr.informer(ROLEBINDINGS, namespace=ns, label_selector=OWNED_SELECTOR)
-            )
-            ctrl.for_(clusters, predicate)
-            clusters.add_handler(Handler(on_delete=self._forget_cluster))
-            ctrl.owns(jobs, c.KIND_RAYCLUSTER, "ray.io")
-            self.jobs.append(jobs)
-            ctrl.owns(pods, c.KIND_RAYCLUSTER, "ray.io")
-            ctrl.owns(services, c.KIND_RAYCLUSTER, "ray.io")
-            self.clusters.append(clusters)
-            self.pods.append(pods)
-            self.services.append(services)
+        ctrl.for_(self.clusters, predicate)
+        self.clusters.add_handler(Handler(on_delete=self._forget_cluster))
+        ctrl.owns(self.jobs, c.KIND_RAYCLUSTER, "ray.io")
+        ctrl.owns(self.pods, c.KIND_RAYCLUSTER, "ray.io")
+        ctrl.owns(self.services, c.KIND_RAYCLUSTER, "ray.io")
         self.controller = ctrl
         self.expectations = Expectations(self._lookup_pod)
         # uid -> the InvalidReplicas note last sent, so a spec with a negative replicas gets one
@@ -265,21 +254,16 @@ class RayClusterReconciler:
         self._replica_notes.pop(uid, None)
 
     # ------------------------------------------------------------------ cache access
-    _cached = staticmethod(find_cached)
-
     def _lookup_pod(self, ns: str, name: str) -> Obj | None:
-        return self._cached(self.pods, ns, name)
+        return self.pods.get(ns, name)
 
     def cluster_pods(self, ns: str, cluster: str) -> list[Obj]:
-        out: list[Obj] = []
-        for inf in self.pods:
-            out.extend(inf.store.by_index("cluster", f"{ns}/{cluster}"))
-        return out
+        return self.pods.list(index="cluster", value=f"{ns}/{cluster}")
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, req: Request) -> Result | None:
         ns = req.namespace or ""
-        cached = self._cached(self.clusters, ns, req.name)
+        cached = self.clusters.get(ns, req.name)
         if cached is None:
             self.expectations.drop_prefix(f"{ns}/{req.name}/")
             return None
@@ -403,7 +387,8 @@ class RayClusterReconciler:
         ``events`` = (cluster, created reason, failed reason) reports the outcome on the
         cluster, as upstream does for each child it creates."""
         meta = obj["metadata"]
-        if self._cached(self.made.get(res.plural, []), meta.get("namespace") or "", meta["name"]):
+        made = self.made.get(res.plural)
+        if made is not None and made.get(meta.get("namespace") or "", meta["name"]):
             return False
         where = f"{obj.get('kind', res.plural)} {meta.get('namespace')}/{meta.get('name')}"
         try:
@@ -611,7 +596,7 @@ class RayClusterReconciler:
         if any(st.node_type(p) == c.NODE_TYPE_HEAD for p in pods):
             return Result(requeue_after=HEAD_TERMINATION_REQUEUE)
         job_name = names.redis_cleanup_job_name(name)
-        job = self._cached(self.jobs, ns, job_name)
+        job = self.jobs.get(ns, job_name)
         if job is not None:
             conditions = {
                 co.get("type")
@@ -666,7 +651,7 @@ class RayClusterReconciler:
     async def _reconcile_head_service(self, cluster: Obj) -> None:
         want = svcb.build_head_service(cluster, self.config.build)
         ns = cluster["metadata"]["namespace"]
-        if self._cached(self.services, ns, want["metadata"]["name"]) is not None:
+        if self.services.get(ns, want["metadata"]["name"]) is not None:
             return
         await self._create_if_missing(SERVICES, want, self._service_events(cluster))
 
@@ -1096,7 +1081,7 @@ class RayClusterReconciler:
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
         pods = self.cluster_pods(ns, name)
-        head_svc = self._cached(self.services, ns, names.head_service_name(cluster))
+        head_svc = self.services.get(ns, names.head_service_name(cluster))
         now = st.now_rfc3339()
         new = st.calculate_status(
             cluster,
@@ -1133,9 +1118,9 @@ class RayClusterReconciler:
         except NotFound:
             log.debug("%s/%s is gone; status not written", meta["namespace"], meta["name"])
             return False
-        for inf in self.clusters:
-            if inf.apply_own_write(written, meta["resourceVersion"]):
-                break
+        # The next pass reads this answer, not the version it replaced (which would make its
+        # next write fail with Conflict).
+        self.clusters.record_write(written, based_on=meta["resourceVersion"])
         return True
 
 

@@ -24,10 +24,10 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from kuberay.runtime.errors import ApiError, Conflict
-from kuberay.runtime.informer import Handler, Informer
+from kuberay.runtime.informer import Handler
 from kuberay.runtime.metrics import RuntimeMetrics
 from kuberay.runtime.store import Obj, object_key, split_key
 from kuberay.runtime.workqueue import RateLimiter, WorkQueue
@@ -57,6 +57,14 @@ class Result:
     # requeue: counted as an error in the metrics, as upstream's reconcilers return the error
     # to controller-runtime, while the requeue above still decides when it runs again.
     failed: bool = False
+
+
+class EventSource(Protocol):
+    """What a controller watches: an ``Informer`` or a ``ResourceCache`` (its informers)."""
+
+    def add_handler(self, handler: Handler) -> None: ...
+
+    async def wait_synced(self, timeout: float | None = None) -> None: ...
 
 
 Reconciler = Callable[[Request], Awaitable[Result | None]]
@@ -131,7 +139,7 @@ class Controller:
         self.concurrency = max(1, concurrency)
         self.queue = WorkQueue(name, rate_limiter)
         self.metrics = metrics
-        self.informers: list[Informer] = []
+        self.sources: list[EventSource] = []
         self._workers: list[asyncio.Task[None]] = []
         self.reconciles = 0
         if metrics is not None:
@@ -139,18 +147,18 @@ class Controller:
             metrics.instrument_controller(name, self.concurrency)
 
     # ------------------------------------------------------------------ wiring
-    def for_(self, informer: Informer, predicate: Predicate = always) -> Controller:
+    def for_(self, source: EventSource, predicate: Predicate = always) -> Controller:
         """The primary resource: its own key is reconciled."""
-        return self.watches(informer, lambda o: [_request_of(o)], predicate)
+        return self.watches(source, lambda o: [_request_of(o)], predicate)
 
     def owns(
-        self, informer: Informer, owner_kind: str, owner_group: str, predicate: Predicate = always
+        self, source: EventSource, owner_kind: str, owner_group: str, predicate: Predicate = always
     ) -> Controller:
         """Owned objects map to their controlling owner."""
-        return self.watches(informer, owner_mapper(owner_kind, owner_group), predicate)
+        return self.watches(source, owner_mapper(owner_kind, owner_group), predicate)
 
     def watches(
-        self, informer: Informer, mapper: Mapper, predicate: Predicate = always
+        self, source: EventSource, mapper: Mapper, predicate: Predicate = always
     ) -> Controller:
         def enqueue(obj: Obj) -> None:
             for req in mapper(obj):
@@ -164,15 +172,15 @@ class Controller:
             if predicate(old, new):
                 enqueue(new)
 
-        informer.add_handler(Handler(on_add=on_add, on_update=on_update, on_delete=enqueue))
-        if informer not in self.informers:
-            self.informers.append(informer)
+        source.add_handler(Handler(on_add=on_add, on_update=on_update, on_delete=enqueue))
+        if source not in self.sources:
+            self.sources.append(source)
         return self
 
     # ------------------------------------------------------------------ running
     async def start(self, sync_timeout: float | None = None) -> None:
         """Waits for the caches, then starts the workers (returns once they run)."""
-        await asyncio.gather(*(i.wait_synced(sync_timeout) for i in self.informers))
+        await asyncio.gather(*(s.wait_synced(sync_timeout) for s in self.sources))
         self._workers = [
             asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}")
             for i in range(self.concurrency)

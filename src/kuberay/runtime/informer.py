@@ -12,6 +12,10 @@ Invariants and failure modes:
 - Transport errors back off exponentially (capped) and never end the informer; only ``stop()``
   does. Handlers run inline and must be cheap (they enqueue keys); a handler exception is logged
   and does not break the watch.
+- Read-your-writes: writers report the server's answer to their writes (``record_write``); until
+  the watch delivers a version at least as new, ``get`` returns that answer and ``is_fresh`` is
+  False (see ``runtime.freshness``). The store itself only holds what the server sent: the
+  watch's objects, or a write's answer in place of exactly the version that write replaced.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 from kuberay.runtime.client import METADATA_LIST, METADATA_ONLY, KubeClient, Resource
 from kuberay.runtime.errors import ApiError, Gone, WatchStalled
+from kuberay.runtime.freshness import MinResourceVersionTracker, resource_version
 from kuberay.runtime.store import IndexFunc, Obj, Store, Transform, object_key, strip_managed_fields
 
 log = logging.getLogger("kuberay.runtime.informer")
@@ -67,6 +72,7 @@ class Informer:
         self.stall_timeout = stall_timeout
         self.page_size = page_size
         self.store = Store(indexers)
+        self.writes = MinResourceVersionTracker()
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
         self.resource_version: str | None = None
@@ -150,6 +156,7 @@ class Informer:
         added, updated, deleted = self.store.replace(items)
         self.resource_version = listed["metadata"]["resourceVersion"]
         self.relists += 1
+        self.writes.observe_list(self.resource_version)
         for obj in added:
             self._emit("ADDED", None, obj)
         for old, new in updated:
@@ -179,26 +186,53 @@ class Informer:
             rv = event.object.get("metadata", {}).get("resourceVersion")
             if event.type == "BOOKMARK":
                 self.resource_version = rv
+                self.writes.observe_bookmark(rv)
                 continue
             self._apply(event.type, event.object)
             if rv:
                 self.resource_version = rv
 
-    def apply_own_write(self, written: Obj, based_on: str) -> bool:
-        """Puts the server's answer to our own write into the store right away.
+    # ------------------------------------------------------------------ reads and own writes
+    def get(self, namespace: str | None, name: str) -> Obj | None:
+        """The newest known version of ``namespace/name``: our own write while the watch has
+        not delivered it yet, else the stored copy."""
+        key = f"{namespace}/{name}" if namespace else name
+        pending = self.writes.pending(key)
+        return pending if pending is not None else self.store.get(key)
 
-        Without this the next reconcile reads the object as it was before the write and its
-        next write fails with a Conflict (a 409 storm on status). It is only applied when the
-        cached copy is still the version the write was based on: then no event in flight can be
-        newer than ``written`` (the write would have failed), and the watch event that follows
-        carries the same resourceVersion. No handlers run: nothing changed that we do not know.
+    def is_fresh(self, namespace: str | None, name: str) -> bool:
+        """Whether the watch has delivered every write recorded for ``namespace/name``."""
+        return self.writes.is_fresh(f"{namespace}/{name}" if namespace else name)
+
+    def record_write(self, written: Obj, based_on: str | None = None) -> bool:
+        """Records the server's answer to our create, update, patch or status update, so that
+        reads return it until the watch delivers a version at least as new.
+
+        With ``based_on`` (the resourceVersion the write replaced), the answer also goes into
+        the store when the store still holds exactly that version, so readers of the store
+        itself (its indexes, metrics) see it too; then no older event can be in flight for the
+        key (a write based on an outdated version fails), and the watch event that follows
+        carries the same resourceVersion. No handlers run: nothing changed that we do not
+        know. Returns True when the store was updated. An object outside this informer's
+        namespace is ignored; label and field selectors are not evaluated, so record only
+        objects the informer selects.
         """
         obj = self._prepare(written)
-        current = self.store.get(object_key(obj))
-        if current is None or current.get("metadata", {}).get("resourceVersion") != based_on:
+        if self.namespace is not None and obj["metadata"].get("namespace") != self.namespace:
+            return False
+        key = object_key(obj)
+        self.writes.record(key, obj, self.resource_version)
+        current = self.store.get(key)
+        if based_on is None or current is None or resource_version(current) != based_on:
             return False
         self.store.upsert(obj)
         return True
+
+    def apply_own_write(self, written: Obj, based_on: str) -> bool:
+        """Deprecated name of ``record_write(written, based_on)``, kept for callers not yet
+        moved to ``ResourceCache``. Without it the next reconcile reads the object as it was
+        before the write and its next write fails with a Conflict (a 409 storm on status)."""
+        return self.record_write(written, based_on)
 
     # ------------------------------------------------------------------ applying events
     def _prepare(self, obj: Obj) -> Obj:
@@ -210,8 +244,10 @@ class Informer:
 
     def _apply(self, etype: str, raw: Obj) -> None:
         obj = self._prepare(raw)
+        key = object_key(obj)
+        self.writes.observe(key, resource_version(obj), deleted=etype == "DELETED")
         if etype == "DELETED":
-            old = self.store.delete(object_key(obj))
+            old = self.store.delete(key)
             self._emit("DELETED", old or obj, None)
             return
         old = self.store.upsert(obj)

@@ -9,6 +9,9 @@ Invariants and failure modes:
 - SIGTERM (``stop`` set) stops controllers, flushes events, releases the lease so a standby takes
   over at once, and returns 0.
 - ``/readyz`` fails until every informer has synced.
+- One ``ResourceCache`` per (resource, watched namespaces, label selector), shared by every
+  controller that asks; its informers come from the same factory as ``informer()``, so code
+  that still asks for informers one namespace at a time shares their stores and write trackers.
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.controller import Controller
 from kuberay.runtime.events import DROP_REASONS, EventRecorder
-from kuberay.runtime.informer import Informer, InformerFactory
+from kuberay.runtime.informer import Informer, InformerFactory, informer_key
 from kuberay.runtime.leader import LeaderElector
 from kuberay.runtime.memory import release_periodically
 from kuberay.runtime.metrics import RuntimeMetrics
@@ -58,6 +63,7 @@ class Manager:
         self.metrics = RuntimeMetrics()
         self.metrics.instrument_client(client)
         self.informers = InformerFactory(client)
+        self.caches: dict[tuple[str, ...], ResourceCache] = {}
         self.controllers: list[Controller] = []
         self.recorders: list[EventRecorder] = []
         self.endpoints = Endpoints(self.metrics.registry)
@@ -71,6 +77,29 @@ class Manager:
         if len(self.informers.informers) != len(known):
             self.metrics.instrument_informer(inf)
         return inf
+
+    def cache(
+        self,
+        resource: Resource,
+        *,
+        namespaces: Sequence[str] | None = None,
+        label_selector: str | None = None,
+        **kwargs: Any,
+    ) -> ResourceCache:
+        """The cache of ``resource`` in ``namespaces`` (all when empty or None): one informer
+        per watched namespace, or one for the whole cluster. ``kwargs`` configure the informers
+        (transform, indexers, ...) when they are created; a cache already made is shared."""
+        # A namespace named twice is watched once (two informers would list it twice).
+        scopes: list[str | None] = list(dict.fromkeys(namespaces)) if namespaces else [None]
+        key = tuple(informer_key(resource, ns, label_selector) for ns in scopes)
+        cache = self.caches.get(key)
+        if cache is None:
+            informers = [
+                self.informer(resource, namespace=ns, label_selector=label_selector, **kwargs)
+                for ns in scopes
+            ]
+            cache = self.caches[key] = ResourceCache(resource, informers)
+        return cache
 
     def controller(self, name: str, reconcile: Any, *, concurrency: int = 4) -> Controller:
         ctrl = Controller(name, reconcile, concurrency=concurrency, metrics=self.metrics)

@@ -299,6 +299,10 @@ class Store:
         keys = self._indices[index].get(value, ())
         return [self._items[k] for k in keys]
 
+    def in_index(self, index: str, value: str, obj: Obj) -> bool:
+        """Whether ``obj`` would be found under ``value`` of ``index`` (stored or not)."""
+        return value in self._indexers[index](obj)
+
     def upsert(self, obj: Obj) -> Obj | None:
         """Stores ``obj``; returns the previous version, if any."""
         key = object_key(obj)
