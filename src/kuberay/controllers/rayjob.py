@@ -55,7 +55,13 @@ from kuberay.controllers.common import (
     random_suffix,
 )
 from kuberay.controllers.dashboards import DashboardAccess
-from kuberay.controllers.reconcile import WriteEvents, child_events, working_copy, write_child
+from kuberay.controllers.reconcile import (
+    WriteEvents,
+    child_events,
+    selector_patch,
+    working_copy,
+    write_child,
+)
 from kuberay.ray.dashboard import (
     DashboardClient,
     DashboardError,
@@ -530,21 +536,15 @@ class RayJobReconciler:
                     self.recorder, job, events, self.client.create(SERVICES, want, ns)
                 )
             return
-        selector = (have.get("spec") or {}).get("selector") or {}
-        want_selector = want["spec"]["selector"]
-        if selector.get(c.LABEL_CLUSTER) != want_selector.get(c.LABEL_CLUSTER):
-            patch = {
-                "metadata": {"resourceVersion": have["metadata"]["resourceVersion"]},
-                "spec": {"selector": want_selector},
-            }
-            events = child_events(
-                "Update",
-                f"service {ns}/{name}",
-                c.EVENT_UPDATED_SERVICE,
-                c.EVENT_FAILED_TO_UPDATE_SERVICE,
-            )
-            patching = self.client.patch(SERVICES, name, patch, ns)
-            await write_child(self.recorder, job, events, patching, benign=(Conflict, NotFound))
+        patch = selector_patch(have, want)
+        if patch is None:
+            return
+        what = f"service {ns}/{name}"
+        events = child_events(
+            "Update", what, c.EVENT_UPDATED_SERVICE, c.EVENT_FAILED_TO_UPDATE_SERVICE
+        )
+        patching = self.client.patch(SERVICES, name, patch, ns)
+        await write_child(self.recorder, job, events, patching, benign=(Conflict, NotFound))
 
     async def _delete_cluster(self, job: Obj) -> bool:
         """True once the cluster is gone (always for clusterSelector, which is never deleted)."""

@@ -94,6 +94,7 @@ from kuberay.controllers.rayservice_status import ServeState, pending_name_of
 from kuberay.controllers.reconcile import (
     child_events,
     fetch_working_copy,
+    selector_patch,
     try_write_child,
     write_child,
 )
@@ -1021,19 +1022,13 @@ class RayServiceReconciler:
                     have = await self.client.get(SERVICES, sname, ns)
                 else:
                     continue
-            selector = (have.get("spec") or {}).get("selector") or {}
-            if selector.get(c.LABEL_CLUSTER) == target_name:
+            # Both Services select the target cluster by name (``ray.io/cluster``).
+            patch = selector_patch(have, want)
+            if patch is None:
                 continue
-            patch = {
-                "metadata": {"resourceVersion": have["metadata"]["resourceVersion"]},
-                "spec": {"selector": want["spec"]["selector"]},
-            }
-            events = child_events(
-                "Update",
-                f"service {ns}/{sname}",
-                c.EVENT_UPDATED_SERVICE,
-                c.EVENT_FAILED_TO_UPDATE_SERVICE,
-            )
+            what = f"service {ns}/{sname}"
+            updated, failed = c.EVENT_UPDATED_SERVICE, c.EVENT_FAILED_TO_UPDATE_SERVICE
+            events = child_events("Update", what, updated, failed)
             patching = self.client.patch(SERVICES, sname, patch, ns)
             try:
                 await write_child(self.recorder, svc, events, patching, benign=STATES)

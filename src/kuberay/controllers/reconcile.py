@@ -99,6 +99,21 @@ def fetch_working_copy(
 
 
 # ---------------------------------------------------------------------------- child writes
+def selector_patch(have: Obj, want: Obj) -> Obj | None:
+    """The merge patch that points the Service ``have`` at the cluster ``want`` selects (its
+    whole selector, guarded by the resourceVersion read), or None when it already selects that
+    cluster. Only the selector moves: traffic switches without touching anything else of a
+    Service users may have customised."""
+    selector = (have.get("spec") or {}).get("selector") or {}
+    want_selector = want["spec"]["selector"]
+    if selector.get(c.LABEL_CLUSTER) == want_selector.get(c.LABEL_CLUSTER):
+        return None
+    return {
+        "metadata": {"resourceVersion": have["metadata"]["resourceVersion"]},
+        "spec": {"selector": want_selector},
+    }
+
+
 @dataclass(frozen=True)
 class WriteEvents:
     """The two events one write may record on the owner, with the event's action."""
