@@ -251,3 +251,80 @@ async def test_an_unreadable_secret_is_a_dashboard_error_keeping_the_api_error()
     name = d.auth_secret_name(TOKEN_SPEC, "c")
     assert str(info.value) == f"cannot read the auth token secret {name}: {info.value.error}"
     assert client.reads == [(name, "ns")]
+
+
+def service(cluster: str, rv: str = "5") -> dict[str, Any]:
+    selector = {c.LABEL_CLUSTER: cluster, c.LABEL_NODE_TYPE: "head"}
+    return {"metadata": {"name": "s", "resourceVersion": rv}, "spec": {"selector": selector}}
+
+
+def test_selector_patch_moves_only_the_selector_guarded_by_the_version_read() -> None:
+    assert r.selector_patch(service("a"), service("a", rv="9")) is None
+    want = service("b")
+    assert r.selector_patch(service("a"), want) == {
+        "metadata": {"resourceVersion": "5"},
+        "spec": {"selector": want["spec"]["selector"]},
+    }
+    assert r.selector_patch({"metadata": {"resourceVersion": "1"}}, want) is not None
+
+
+# ---------------------------------------------------------------------------- migrated sites
+class DeletingClient:
+    """get answers the child; delete answers ``outcome`` (an error to raise, or None)."""
+
+    def __init__(self, outcome: ApiError | None) -> None:
+        self.outcome = outcome
+        self.deleted: list[tuple[str, str | None, str | None]] = []
+
+    async def get(self, res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": namespace, "uid": "child-uid"}}
+
+    async def delete(self, res: Any, name: str, namespace: str | None = None, **kw: Any) -> None:
+        self.deleted.append((name, namespace, kw.get("uid")))
+        if self.outcome is not None:
+            raise self.outcome
+
+
+@pytest.mark.parametrize(
+    ("outcome", "gone", "want"),
+    [
+        (None, False, [("Normal", "DeletedRayCluster", "Deleted cluster ns/c", "Delete")]),
+        (error(NotFound), True, []),
+        (
+            error(ServerError),
+            None,
+            [
+                (
+                    "Warning",
+                    "FailedToDeleteRayCluster",
+                    "Failed to delete cluster ns/c: boom",
+                    "Delete",
+                )
+            ],
+        ),
+    ],
+)
+async def test_rayjob_deletes_its_cluster_with_upstreams_events(
+    outcome: ApiError | None, gone: bool | None, want: list[tuple[str, str, str, str]]
+) -> None:
+    from kuberay.controllers import rayjob as rj
+
+    rec, client = Recorder(), DeletingClient(outcome)
+    reconciler = rj.RayJobReconciler(
+        cast(KubeClient, client),
+        rj.RayJobConfig(),
+        lambda *a, **k: None,  # type: ignore[arg-type,return-value]
+        cast(EventRecorder, rec),
+    )
+    job = {
+        "metadata": {"name": "j", "namespace": "ns", "uid": "u"},
+        "spec": {},
+        "status": {"rayClusterName": "c"},
+    }
+    if gone is None:
+        with pytest.raises(ServerError):
+            await reconciler._delete_cluster(job)
+    else:
+        assert await reconciler._delete_cluster(job) is gone
+    assert client.deleted == [("c", "ns", "child-uid")]
+    assert rec.events == want
