@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from kuberay.api import constants as c
@@ -57,6 +58,14 @@ def auth_secret_name(cluster_spec: Obj, cluster_name: str) -> str | None:
     return str(options.get("secretName") or names.auth_secret_name(cluster_name))
 
 
+class ProxySettings(Protocol):
+    """The operator settings that say how dashboards are reached (RayJob's and RayService's
+    configs both carry them)."""
+
+    use_kubernetes_proxy: bool
+    apiserver: str
+
+
 @dataclass(frozen=True)
 class DashboardAccess:
     """Opens dashboard clients for one reconciler. Upstream: ``GetRayDashboardClientFunc``
@@ -65,6 +74,14 @@ class DashboardAccess:
     client: KubeClient
     factory: DashboardFactory
     apiserver: str | None  # the API server's URL with --use-kubernetes-proxy, else None
+
+    @classmethod
+    def configured(
+        cls, client: KubeClient, factory: DashboardFactory, settings: ProxySettings
+    ) -> DashboardAccess:
+        """Direct, or through the API server when ``--use-kubernetes-proxy`` is set."""
+        apiserver = settings.apiserver if settings.use_kubernetes_proxy else None
+        return cls(client, factory, apiserver)
 
     async def auth_token(self, cluster_spec: Obj, cluster_name: str, namespace: str) -> str | None:
         """The token of the cluster ``cluster_name`` whose spec is ``cluster_spec``; None when

@@ -57,6 +57,7 @@ from kuberay.controllers.common import (
 from kuberay.controllers.dashboards import DashboardAccess
 from kuberay.controllers.reconcile import (
     WriteEvents,
+    cached_head_pod,
     child_events,
     selector_patch,
     working_copy,
@@ -149,11 +150,7 @@ class RayJobReconciler:
     ) -> None:
         self.client = client
         self.config = config
-        self.dashboard_access = DashboardAccess(
-            client,
-            dashboard_factory,
-            config.apiserver if config.use_kubernetes_proxy else None,
-        )
+        self.dashboard_access = DashboardAccess.configured(client, dashboard_factory, config)
         self.recorder = recorder
         # One informer per watched namespace (a single cluster-wide one when none is given).
         self.rayjobs: list[Informer] = []
@@ -179,15 +176,7 @@ class RayJobReconciler:
     _cached = staticmethod(find_cached)
 
     def _head_pod(self, ns: str, cluster: str) -> Obj | None:
-        for inf in self.pods:
-            for pod in inf.store.by_index("cluster", f"{ns}/{cluster}"):
-                meta = pod["metadata"]
-                labels = meta.get("labels") or {}
-                if labels.get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD and not meta.get(
-                    "deletionTimestamp"
-                ):
-                    return pod
-        return None
+        return cached_head_pod(self.pods, ns, cluster)
 
     def _requeue(self) -> Result:
         return Result(requeue_after=self.config.requeue_seconds)

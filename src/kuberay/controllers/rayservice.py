@@ -92,6 +92,7 @@ from kuberay.controllers.common import (
 from kuberay.controllers.dashboards import DashboardAccess, TokenUnreadable
 from kuberay.controllers.rayservice_status import ServeState, pending_name_of
 from kuberay.controllers.reconcile import (
+    cached_head_pod,
     child_events,
     fetch_working_copy,
     selector_patch,
@@ -214,11 +215,7 @@ class RayServiceReconciler:
     ) -> None:
         self.client = client
         self.config = config
-        self.dashboard_access = DashboardAccess(
-            client,
-            dashboard_factory,
-            config.apiserver if config.use_kubernetes_proxy else None,
-        )
+        self.dashboard_access = DashboardAccess.configured(client, dashboard_factory, config)
         self.recorder = recorder
         self.rayservices: list[Informer] = []
         self.clusters: list[Informer] = []
@@ -246,15 +243,7 @@ class RayServiceReconciler:
         return out
 
     def _head_pod(self, ns: str, cluster: str) -> Obj | None:
-        for inf in self.pods:
-            for pod in inf.store.by_index("cluster", f"{ns}/{cluster}"):
-                meta = pod["metadata"]
-                labels = meta.get("labels") or {}
-                if labels.get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD and not meta.get(
-                    "deletionTimestamp"
-                ):
-                    return pod
-        return None
+        return cached_head_pod(self.pods, ns, cluster)
 
     def _requeue(self, seconds: float | None = None) -> Result:
         if seconds is not None and seconds <= 0:

@@ -98,6 +98,21 @@ def fetch_working_copy(
     )
 
 
+def cached_head_pod(pods: list[Informer], ns: str, cluster: str) -> Obj | None:
+    """The live head pod of ``ns/cluster`` from pod informers indexed by ``cluster``
+    (``ns/<ray.io/cluster>``); a head being deleted does not count (its successor may not
+    exist yet)."""
+    for inf in pods:
+        for pod in inf.store.by_index("cluster", f"{ns}/{cluster}"):
+            meta = pod["metadata"]
+            labels = meta.get("labels") or {}
+            if labels.get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD and not meta.get(
+                "deletionTimestamp"
+            ):
+                return pod
+    return None
+
+
 # ---------------------------------------------------------------------------- child writes
 def selector_patch(have: Obj, want: Obj) -> Obj | None:
     """The merge patch that points the Service ``have`` at the cluster ``want`` selects (its

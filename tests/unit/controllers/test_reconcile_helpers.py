@@ -328,3 +328,37 @@ async def test_rayjob_deletes_its_cluster_with_upstreams_events(
         assert await reconciler._delete_cluster(job) is gone
     assert client.deleted == [("c", "ns", "child-uid")]
     assert rec.events == want
+
+
+def test_cached_head_pod_skips_workers_and_a_head_being_deleted() -> None:
+    def pod(name: str, node_type: str, deleting: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "name": name,
+            "namespace": "ns",
+            "labels": {c.LABEL_CLUSTER: "c", c.LABEL_NODE_TYPE: node_type},
+        }
+        if deleting:
+            meta["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+        return {"metadata": meta}
+
+    cache = Cache(pod("w", "worker"), pod("old", "head", deleting=True))
+    cache.store.add_indexer("cluster", lambda o: [f"ns/{o['metadata']['labels'][c.LABEL_CLUSTER]}"])
+    pods = [cast(Informer, cache)]
+    assert r.cached_head_pod(pods, "ns", "c") is None
+    cache.store.upsert(pod("new", "head"))
+    assert (r.cached_head_pod(pods, "ns", "c") or {})["metadata"]["name"] == "new"
+    assert r.cached_head_pod(pods, "ns", "other") is None
+
+
+def test_dashboard_access_follows_the_proxy_setting() -> None:
+    from kuberay.controllers.rayjob import RayJobConfig
+
+    direct = d.DashboardAccess.configured(
+        cast(KubeClient, None), cast(Any, None), RayJobConfig(apiserver="https://api")
+    )
+    proxied = d.DashboardAccess.configured(
+        cast(KubeClient, None),
+        cast(Any, None),
+        RayJobConfig(use_kubernetes_proxy=True, apiserver="https://api"),
+    )
+    assert (direct.apiserver, proxied.apiserver) == (None, "https://api")
