@@ -1,6 +1,7 @@
 """What every ray.io reconciler does around its own logic: pick the object of a request out of
-the informer cache as a private working copy (the reconcile preamble), and write an owned child
-with the events upstream records for that write.
+the informer cache as a private working copy (the reconcile preamble), find a cluster's live
+head pod in the pod cache, and write an owned child with the events upstream records for that
+write (including the one Service write that moves traffic, ``selector_patch``).
 
 Invariants and failure modes:
 - The working copy is a deep copy: a pass may mutate it freely (status, defaults) without ever
@@ -38,6 +39,8 @@ from kuberay.runtime.informer import Informer
 from kuberay.runtime.store import Obj
 
 T = TypeVar("T")
+# What a recorded write may fail with: the API server's answer or, for a Serve config PUT,
+# the dashboard's.
 Failure = ApiError | DashboardError
 
 
