@@ -27,6 +27,7 @@ from kuberay.cli.main import build_parser
 from kuberay.cli.main import main as cli_main
 from kuberay.controllers import (
     common,
+    dashboards,
     networkpolicy,
     raycluster,
     raycronjob,
@@ -46,6 +47,7 @@ SCANNED: tuple[ModuleType, ...] = (
     rayjob,
     rayservice,
     networkpolicy,
+    dashboards,
     events,
     leader,
 )

@@ -31,6 +31,7 @@ from kuberay.api.constants import RAYJOBS
 from kuberay.api.features import FeatureGates
 from kuberay.api.k8svalidation import parse_go_duration
 from kuberay.api.raycronjob import RayCronJob
+from kuberay.controllers.reconcile import fetch_working_copy
 from kuberay.runtime import rfc3339
 from kuberay.runtime.client import KubeClient
 from kuberay.runtime.controller import Request, Result
@@ -223,18 +224,13 @@ class RayCronJobReconciler:
             self.crons.append(inf)
         self.controller = ctrl
 
-    def _cached(self, ns: str, name: str) -> Obj | None:
-        for inf in self.crons:
-            obj = inf.store.get_by_name(ns, name)
-            if obj is not None:
-                return obj
-        return None
-
     async def reconcile(self, req: Request) -> Result | None:
-        cron = self._cached(req.namespace or "", req.name)
-        if cron is None or cron["metadata"].get("deletionTimestamp"):
+        # A RayCronJob has no managedBy and nothing to clean up when it goes away.
+        cron = fetch_working_copy(
+            self.crons, req, c.KIND_RAYCRONJOB, honour_managed_by=False, skip_deleting=True
+        )
+        if cron is None:
             return None
-        cron = dict(cron, apiVersion=c.API_VERSION, kind=c.KIND_RAYCRONJOB)
         try:
             model = RayCronJob.model_validate(cron)
             err = v.validate_raycronjob(model, self.config.gates)

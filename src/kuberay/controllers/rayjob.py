@@ -28,7 +28,6 @@ Invariants and failure modes:
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import copy
 import logging
@@ -37,7 +36,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -46,7 +44,6 @@ from kuberay.api import features
 from kuberay.api import validation as v
 from kuberay.api.features import FeatureGates
 from kuberay.api.rayjob import RayJob
-from kuberay.builders import names
 from kuberay.builders import rayjob as rjb
 from kuberay.builders.options import BuildOptions
 from kuberay.controllers import rayjob_status as st
@@ -57,14 +54,22 @@ from kuberay.controllers.common import (
     find_cached,
     random_suffix,
 )
+from kuberay.controllers.dashboards import DashboardAccess
+from kuberay.controllers.reconcile import (
+    WriteEvents,
+    cached_head_pod,
+    child_events,
+    selector_patch,
+    working_copy,
+    write_child,
+)
 from kuberay.ray.dashboard import (
     DashboardClient,
     DashboardError,
     DashboardFactory,
     JobSubmitRequest,
 )
-from kuberay.ray.http_client import service_proxy_base_url
-from kuberay.runtime.client import JOBS, PODS, SECRETS, SERVICES, KubeClient, Resource
+from kuberay.runtime.client import JOBS, PODS, SERVICES, KubeClient, Resource
 from kuberay.runtime.controller import Controller, Request, Result
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
@@ -145,7 +150,7 @@ class RayJobReconciler:
     ) -> None:
         self.client = client
         self.config = config
-        self.dashboards = dashboard_factory
+        self.dashboard_access = DashboardAccess.configured(client, dashboard_factory, config)
         self.recorder = recorder
         # One informer per watched namespace (a single cluster-wide one when none is given).
         self.rayjobs: list[Informer] = []
@@ -171,15 +176,7 @@ class RayJobReconciler:
     _cached = staticmethod(find_cached)
 
     def _head_pod(self, ns: str, cluster: str) -> Obj | None:
-        for inf in self.pods:
-            for pod in inf.store.by_index("cluster", f"{ns}/{cluster}"):
-                meta = pod["metadata"]
-                labels = meta.get("labels") or {}
-                if labels.get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD and not meta.get(
-                    "deletionTimestamp"
-                ):
-                    return pod
-        return None
+        return cached_head_pod(self.pods, ns, cluster)
 
     def _requeue(self) -> Result:
         return Result(requeue_after=self.config.requeue_seconds)
@@ -195,16 +192,9 @@ class RayJobReconciler:
         if rv is not None and self._written_over.get(req.key) == rv:
             return Result(requeue_after=0.2)  # our own last write has not reached the cache
         self._written_over.pop(req.key, None)
-        spec = cached.get("spec") or {}
-        managed_by = spec.get("managedBy")
-        if managed_by is not None and managed_by != c.MANAGED_BY_KUBERAY:
+        job = working_copy(cached, c.KIND_RAYJOB, ensure=("spec", "status"))
+        if job is None:
             return None
-        job = copy.deepcopy(cached)
-        job.setdefault("apiVersion", c.API_VERSION)
-        job.setdefault("kind", c.KIND_RAYJOB)
-        job["spec"] = spec = copy.deepcopy(spec)
-        if not isinstance(job.get("status"), dict):
-            job["status"] = {}
         old_status = copy.deepcopy(job["status"])
 
         if job["metadata"].get("deletionTimestamp"):
@@ -475,23 +465,17 @@ class RayJobReconciler:
         if self.config.scheduler is not None and rjb.submission_mode(job) == c.K8S_JOB_MODE:
             template = self._submitter_template(job) or {}
             self.config.scheduler.add_job_metadata(job, cluster, "", template)
+        events = child_events(
+            "Create",
+            f"RayCluster {ns}/{name}",
+            c.EVENT_CREATED_RAYCLUSTER,
+            c.EVENT_FAILED_TO_CREATE_RAYCLUSTER,
+        )
+        creating = self.client.create(RAYCLUSTERS, cluster, ns)
         try:
-            created = await self.client.create(RAYCLUSTERS, cluster, ns)
+            return await write_child(self.recorder, job, events, creating, benign=(AlreadyExists,))
         except AlreadyExists:
             return await self.client.get(RAYCLUSTERS, name, ns)
-        except ApiError as exc:
-            self.recorder.event(
-                job,
-                WARNING,
-                c.EVENT_FAILED_TO_CREATE_RAYCLUSTER,
-                f"Failed to create RayCluster {ns}/{name}: {exc.message or exc}",
-                "Create",
-            )
-            raise
-        self.recorder.event(
-            job, NORMAL, c.EVENT_CREATED_RAYCLUSTER, f"Created RayCluster {ns}/{name}", "Create"
-        )
-        return created
 
     async def _create_submitter_if_needed(self, job: Obj, cluster: Obj) -> None:
         ns, name = _ns(job), job["metadata"]["name"]
@@ -501,26 +485,21 @@ class RayJobReconciler:
         if self.config.scheduler is not None:
             template = copy.deepcopy(submitter["spec"]["template"])
             self.config.scheduler.add_job_metadata(job, submitter, SUBMITTER_GROUP, template)
-        try:
-            await self.client.create(JOBS, submitter, ns)
-        except AlreadyExists:
-            return
-        except ApiError as exc:
-            self.recorder.event(
-                job,
-                WARNING,
-                c.EVENT_FAILED_TO_CREATE_RAYJOB_SUBMITTER,
-                f"Failed to create new Kubernetes Job {ns}/{name}: {exc.message or exc}",
-                "Create",
-            )
-            raise
-        self.recorder.event(
-            job,
-            NORMAL,
+        events = WriteEvents(
+            "Create",
             c.EVENT_CREATED_RAYJOB_SUBMITTER,
             f"Created Kubernetes Job {ns}/{name}",
-            "Create",
+            c.EVENT_FAILED_TO_CREATE_RAYJOB_SUBMITTER,
+            f"Failed to create new Kubernetes Job {ns}/{name}",
         )
+        with contextlib.suppress(AlreadyExists):
+            await write_child(
+                self.recorder,
+                job,
+                events,
+                self.client.create(JOBS, submitter, ns),
+                benign=(AlreadyExists,),
+            )
 
     def check_submitter(self, job: Obj, mode: str) -> tuple[bool, float | None]:
         """(failed, finishedAt) from the cached submitter Job (K8sJobMode) or the cached head
@@ -539,30 +518,22 @@ class RayJobReconciler:
         name = want["metadata"]["name"]
         have = self._cached(self.services, ns, name)
         if have is None:
-            try:
-                await self.client.create(SERVICES, want, ns)
-            except AlreadyExists:
-                return
-            self.recorder.event(
-                job, NORMAL, c.EVENT_CREATED_SERVICE, f"Created service {ns}/{name}", "Create"
-            )
+            # A failed create is reported by the error the pass ends with, not by an event.
+            events = child_events("Create", f"service {ns}/{name}", c.EVENT_CREATED_SERVICE, None)
+            with contextlib.suppress(AlreadyExists):
+                await write_child(
+                    self.recorder, job, events, self.client.create(SERVICES, want, ns)
+                )
             return
-        selector = (have.get("spec") or {}).get("selector") or {}
-        want_selector = want["spec"]["selector"]
-        if selector.get(c.LABEL_CLUSTER) != want_selector.get(c.LABEL_CLUSTER):
-            patch = {
-                "metadata": {"resourceVersion": have["metadata"]["resourceVersion"]},
-                "spec": {"selector": want_selector},
-            }
-            try:
-                await self.client.patch(SERVICES, name, patch, ns)
-            except ApiError as exc:
-                what = f"Failed to update service {ns}/{name}"
-                self._update_failed(job, exc, c.EVENT_FAILED_TO_UPDATE_SERVICE, what)
-                raise
-            self.recorder.event(
-                job, NORMAL, c.EVENT_UPDATED_SERVICE, f"Updated service {ns}/{name}", "Update"
-            )
+        patch = selector_patch(have, want)
+        if patch is None:
+            return
+        what = f"service {ns}/{name}"
+        events = child_events(
+            "Update", what, c.EVENT_UPDATED_SERVICE, c.EVENT_FAILED_TO_UPDATE_SERVICE
+        )
+        patching = self.client.patch(SERVICES, name, patch, ns)
+        await write_child(self.recorder, job, events, patching, benign=(Conflict, NotFound))
 
     async def _delete_cluster(self, job: Obj) -> bool:
         """True once the cluster is gone (always for clusterSelector, which is never deleted)."""
@@ -602,17 +573,13 @@ class RayJobReconciler:
             return True
         if child["metadata"].get("deletionTimestamp"):
             return False
+        events = child_events("Delete", f"{what} {ns}/{name}", done_event, fail_event)
+        uid = child["metadata"]["uid"]
+        deleting = self.client.delete(res, name, ns, propagation="Background", uid=uid)
         try:
-            await self.client.delete(
-                res, name, ns, propagation="Background", uid=child["metadata"]["uid"]
-            )
+            await write_child(self.recorder, job, events, deleting, benign=(NotFound,))
         except NotFound:
             return True
-        except ApiError as exc:
-            note = f"Failed to delete {what} {ns}/{name}: {exc.message or exc}"
-            self.recorder.event(job, WARNING, fail_event, note, "Delete")
-            raise
-        self.recorder.event(job, NORMAL, done_event, f"Deleted {what} {ns}/{name}", "Delete")
         return False
 
     async def _delete_self(self, job: Obj) -> None:
@@ -625,12 +592,6 @@ class RayJobReconciler:
                 uid=job["metadata"].get("uid"),
             )
         log.info("deleted RayJob %s/%s after it finished", _ns(job), job["metadata"]["name"])
-
-    def _update_failed(self, job: Obj, exc: ApiError, reason: str, what: str) -> None:
-        """A Warning for a failed update; a conflict or a vanished object is just a retry."""
-        if not isinstance(exc, Conflict | NotFound):
-            note = f"{what}: {exc.message or exc}"
-            self.recorder.event(job, WARNING, reason, note, "Update")
 
     async def _delete_workers(self, job: Obj) -> None:
         """DeleteWorkers: suspend every worker group of the job's cluster."""
@@ -645,19 +606,16 @@ class RayJobReconciler:
             return
         for group in groups:
             group["suspend"] = True
-        try:
-            await self.client.update(RAYCLUSTERS, cluster)
-        except ApiError as exc:
-            what = f"Failed to suspend the worker groups of cluster {ns}/{name}"
-            self._update_failed(job, exc, c.EVENT_FAILED_TO_UPDATE_RAYCLUSTER, what)
-            raise
-        self.recorder.event(
-            job,
-            NORMAL,
+        # A conflict or a vanished cluster is just a retry: no event.
+        events = WriteEvents(
+            "Update",
             c.EVENT_UPDATED_RAYCLUSTER,
             f"Suspended the worker groups of cluster {ns}/{name}",
-            "Update",
+            c.EVENT_FAILED_TO_UPDATE_RAYCLUSTER,
+            f"Failed to suspend the worker groups of cluster {ns}/{name}",
         )
+        updating = self.client.update(RAYCLUSTERS, cluster)
+        await write_child(self.recorder, job, events, updating, benign=(Conflict, NotFound))
 
     async def _execute_policy(self, job: Obj, policy: str) -> None:
         if policy == c.DELETE_SELF:
@@ -708,34 +666,19 @@ class RayJobReconciler:
 
     # ------------------------------------------------------------------ dashboard
     async def _dashboard(self, job: Obj) -> DashboardClient | None:
+        """A client for the job's dashboard (``status.dashboardURL``), None before it is
+        known. Raises a ``DashboardError`` when the auth token cannot be read."""
         url = job["status"].get("dashboardURL")
         if not url:
             return None
-        token = await self._auth_token(job)
-        base = dashboard_base_url(
-            str(url),
-            job["metadata"]["namespace"],
-            self.config.apiserver if self.config.use_kubernetes_proxy else None,
-        )
-        return self.dashboards(base, auth_token=token)
-
-    async def _auth_token(self, job: Obj) -> str | None:
-        spec = job["spec"].get("rayClusterSpec") or {}
         ns = _ns(job)
         cluster_name = job["status"].get("rayClusterName") or ""
+        # The token is the cluster's: the spec the job made it from, or the selected one's.
+        spec = job["spec"].get("rayClusterSpec") or {}
         if job["spec"].get("clusterSelector"):
             cluster = self._cached(self.clusters, ns, cluster_name)
             spec = (cluster or {}).get("spec") or {}
-        options = spec.get("authOptions") or {}
-        if options.get("mode") != c.AUTH_MODE_TOKEN:
-            return None
-        secret_name = options.get("secretName") or names.auth_secret_name(cluster_name)
-        try:
-            secret = await self.client.get(SECRETS, secret_name, ns)
-        except ApiError as exc:
-            raise DashboardError(f"cannot read the auth token secret {secret_name}: {exc}") from exc
-        data = (secret.get("data") or {}).get(c.AUTH_TOKEN_SECRET_KEY)
-        return base64.b64decode(data).decode() if data else None
+        return await self.dashboard_access.open(str(url), ns, spec, cluster_name)
 
     # ------------------------------------------------------------------ status
     async def _write_status(self, job: Obj, old: Obj) -> bool:
@@ -783,17 +726,6 @@ def submit_request(job: Obj) -> JobSubmitRequest:
 
 def _ns(job: Obj) -> str:
     return str(job["metadata"].get("namespace") or "")
-
-
-def dashboard_base_url(dashboard_url: str, namespace: str, apiserver: str | None) -> str:
-    """Where to reach a job's dashboard: ``status.dashboardURL`` directly, or (with an API
-    server URL, ``--use-kubernetes-proxy``) the same head Service through the API server's
-    service proxy."""
-    base = rjb.with_scheme(dashboard_url)
-    if apiserver is None:
-        return base
-    service = (urlsplit(base).hostname or "").split(".")[0]
-    return service_proxy_base_url(apiserver, namespace, service)
 
 
 def register(

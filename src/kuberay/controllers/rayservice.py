@@ -65,12 +65,11 @@ Invariants and failure modes:
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import copy
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kuberay.api import constants as c
@@ -90,21 +89,28 @@ from kuberay.controllers.common import (
     random_suffix,
     rfc3339,
 )
-from kuberay.controllers.rayjob import dashboard_base_url
+from kuberay.controllers.dashboards import DashboardAccess, TokenUnreadable
 from kuberay.controllers.rayservice_status import ServeState, pending_name_of
+from kuberay.controllers.reconcile import (
+    cached_head_pod,
+    child_events,
+    fetch_working_copy,
+    selector_patch,
+    try_write_child,
+    write_child,
+)
 from kuberay.ray.dashboard import DashboardClient, DashboardError, DashboardFactory
 from kuberay.ray.serve import HealthProbe, proxy_healthz
 from kuberay.runtime.client import (
     ENDPOINTSLICES,
     PODS,
-    SECRETS,
     SERVICES,
     KubeClient,
     Resource,
 )
 from kuberay.runtime.controller import Controller, Request, Result
-from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
-from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
+from kuberay.runtime.errors import AlreadyExists, Conflict, NotFound
+from kuberay.runtime.events import WARNING, EventRecorder
 from kuberay.runtime.informer import Handler, Informer
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import POD_FIELDS, FieldTree, Obj, Shared, index_by_label, projector
@@ -128,6 +134,10 @@ ENDPOINTSLICE_FIELDS: FieldTree = {
     },
     "endpoints": {"conditions": {"ready": True}, "targetRef": {"uid": True}},
 }
+
+# Outcomes of a write that are states, not failures: the name is taken (AlreadyExists is a
+# Conflict), the version read is stale, or the object (or its whole API) is not there.
+STATES = (Conflict, NotFound)
 
 RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
 GATEWAYS = Resource("gateway.networking.k8s.io", "v1", "gateways", kind="Gateway")
@@ -205,7 +215,7 @@ class RayServiceReconciler:
     ) -> None:
         self.client = client
         self.config = config
-        self.dashboards = dashboard_factory
+        self.dashboard_access = DashboardAccess.configured(client, dashboard_factory, config)
         self.recorder = recorder
         self.rayservices: list[Informer] = []
         self.clusters: list[Informer] = []
@@ -233,15 +243,7 @@ class RayServiceReconciler:
         return out
 
     def _head_pod(self, ns: str, cluster: str) -> Obj | None:
-        for inf in self.pods:
-            for pod in inf.store.by_index("cluster", f"{ns}/{cluster}"):
-                meta = pod["metadata"]
-                labels = meta.get("labels") or {}
-                if labels.get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD and not meta.get(
-                    "deletionTimestamp"
-                ):
-                    return pod
-        return None
+        return cached_head_pod(self.pods, ns, cluster)
 
     def _requeue(self, seconds: float | None = None) -> Result:
         if seconds is not None and seconds <= 0:
@@ -250,7 +252,7 @@ class RayServiceReconciler:
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, req: Request) -> Result | None:
-        svc = self._working_copy(req.namespace or "", req.name)
+        svc = fetch_working_copy(self.rayservices, req, c.KIND_RAYSERVICE, ensure=("status",))
         if svc is None:
             return None
         old_status = copy.deepcopy(svc["status"])
@@ -300,23 +302,6 @@ class RayServiceReconciler:
         await self._write_status(svc, old_status)
         soonest = [x for x in (wait, step_wait) if x is not None]
         return self._requeue(min([*soonest, self.config.requeue_seconds]) if soonest else None)
-
-    def _working_copy(self, ns: str, name: str) -> Obj | None:
-        """A copy of the cached RayService to work on, or None when there is none or another
-        controller manages it."""
-        cached = self._cached(self.rayservices, ns, name)
-        if cached is None:
-            return None
-        spec = cached.get("spec") or {}
-        managed_by = spec.get("managedBy")
-        if managed_by is not None and managed_by != c.MANAGED_BY_KUBERAY:
-            return None
-        svc = copy.deepcopy(cached)
-        svc.setdefault("apiVersion", c.API_VERSION)
-        svc.setdefault("kind", c.KIND_RAYSERVICE)
-        if not isinstance(svc.get("status"), dict):
-            svc["status"] = {}
-        return svc
 
     async def _preflight(
         self, svc: Obj, old_status: Obj
@@ -530,15 +515,10 @@ class RayServiceReconciler:
             else:
                 kind, done = "Service", c.EVENT_DELETED_SERVICE
                 failed = c.EVENT_FAILED_TO_DELETE_SERVICE
-            try:
-                await self.client.delete(res, child, ns, propagation="Background")
-            except NotFound:
-                continue
-            except ApiError as exc:
-                note = f"Failed to delete {kind} {ns}/{child}: {exc.message or exc}"
-                self.recorder.event(svc, WARNING, failed, note, "Delete")
-                continue
-            self.recorder.event(svc, NORMAL, done, f"Deleted {kind} {ns}/{child}", "Delete")
+            events = child_events("Delete", f"{kind} {ns}/{child}", done, failed)
+            deleting = self.client.delete(res, child, ns, propagation="Background")
+            with contextlib.suppress(NotFound):
+                await try_write_child(self.recorder, svc, events, deleting, benign=(NotFound,))
         return await self._delete_gateway_objects(svc) or remaining
 
     def _initializing_timed_out(self, svc: Obj) -> bool:
@@ -620,29 +600,19 @@ class RayServiceReconciler:
         return soonest
 
     async def _delete_stale_cluster(self, svc: Obj, cmeta: Obj) -> None:
-        ns = svc["metadata"]["namespace"]
-        try:
-            await self.client.delete(
-                RAYCLUSTERS, cmeta["name"], ns, propagation="Background", uid=cmeta.get("uid")
-            )
-        except NotFound:
-            return
-        except ApiError as exc:
-            self.recorder.event(
-                svc,
-                WARNING,
-                c.EVENT_FAILED_TO_DELETE_RAYCLUSTER,
-                f"Failed to delete RayCluster {ns}/{cmeta['name']}: {exc}",
-                "Delete",
-            )
-            return
-        self.recorder.event(
-            svc,
-            NORMAL,
-            c.EVENT_DELETED_RAYCLUSTER,
-            f"Deleted RayCluster {ns}/{cmeta['name']}",
+        """Deletes one stale cluster (uid-guarded); a failure is reported and retried later."""
+        ns, cname = svc["metadata"]["namespace"], cmeta["name"]
+        events = child_events(
             "Delete",
+            f"RayCluster {ns}/{cname}",
+            c.EVENT_DELETED_RAYCLUSTER,
+            c.EVENT_FAILED_TO_DELETE_RAYCLUSTER,
+            server_message=False,
         )
+        uid = cmeta.get("uid")
+        deleting = self.client.delete(RAYCLUSTERS, cname, ns, propagation="Background", uid=uid)
+        with contextlib.suppress(NotFound):
+            await try_write_child(self.recorder, svc, events, deleting, benign=(NotFound,))
 
     # ------------------------------------------------------------------ clusters
     async def _ensure_pending(self, svc: Obj, name: str) -> Obj | None:
@@ -650,42 +620,36 @@ class RayServiceReconciler:
         cached = self._cached(self.clusters, ns, name)
         if cached is not None:
             return cached
-        cluster = rsb.build_cluster(svc, name)
+        events = child_events(
+            "Create",
+            f"RayCluster {ns}/{name}",
+            c.EVENT_CREATED_RAYCLUSTER,
+            c.EVENT_FAILED_TO_CREATE_RAYCLUSTER,
+        )
+        creating = self.client.create(RAYCLUSTERS, rsb.build_cluster(svc, name), ns)
         try:
-            created = await self.client.create(RAYCLUSTERS, cluster, ns)
+            return await write_child(self.recorder, svc, events, creating, benign=(AlreadyExists,))
         except AlreadyExists:
             return await self.client.get(RAYCLUSTERS, name, ns)
-        except ApiError as exc:
-            self.recorder.event(
-                svc,
-                WARNING,
-                c.EVENT_FAILED_TO_CREATE_RAYCLUSTER,
-                f"Failed to create RayCluster {ns}/{name}: {exc.message or exc}",
-                "Create",
-            )
-            raise
-        self.recorder.event(
-            svc, NORMAL, c.EVENT_CREATED_RAYCLUSTER, f"Created RayCluster {ns}/{name}", "Create"
-        )
-        return created
 
     async def _update_in_place(self, svc: Obj, cluster: Obj) -> Obj:
         if not rsb.needs_in_place_update(svc, cluster):
             return cluster
         want = rsb.updated_cluster(svc, cluster)
         ns, cname = svc["metadata"]["namespace"], cluster["metadata"]["name"]
+        events = child_events(
+            "Update",
+            f"RayCluster {ns}/{cname}",
+            c.EVENT_UPDATED_RAYCLUSTER,
+            c.EVENT_FAILED_TO_UPDATE_RAYCLUSTER,
+        )
+        updating = self.client.update(RAYCLUSTERS, want)
         try:
-            updated = await self.client.update(RAYCLUSTERS, want)
+            return await write_child(
+                self.recorder, svc, events, updating, benign=(Conflict, NotFound)
+            )
         except (Conflict, NotFound):
             return cluster
-        except ApiError as exc:
-            note = f"Failed to update RayCluster {ns}/{cname}: {exc.message or exc}"
-            self.recorder.event(svc, WARNING, c.EVENT_FAILED_TO_UPDATE_RAYCLUSTER, note, "Update")
-            raise
-        self.recorder.event(
-            svc, NORMAL, c.EVENT_UPDATED_RAYCLUSTER, f"Updated RayCluster {ns}/{cname}", "Update"
-        )
-        return updated
 
     # ------------------------------------------------------------------ incremental upgrade
     async def _incremental_upgrade(
@@ -779,21 +743,24 @@ class RayServiceReconciler:
             sname = names.serve_service_name(str(cluster["metadata"]["name"]))
             if self._cached(self.services, ns, sname) is not None:
                 continue
-            event = ("Create", f"service {ns}/{sname}")
+            events = child_events(
+                "Create",
+                f"service {ns}/{sname}",
+                c.EVENT_CREATED_SERVICE,
+                c.EVENT_FAILED_TO_CREATE_SERVICE,
+                server_message=False,
+            )
             try:
                 want = gwb.build_cluster_serve_service(svc, cluster, self.config.build)
             except BuildError as exc:
-                message = f"Failed to create {event[1]}: {exc}"
+                message = f"{events.failed_message}: {exc}"
                 self.recorder.event(
                     svc, WARNING, c.EVENT_FAILED_TO_CREATE_SERVICE, message, "Create"
                 )
                 continue
-            with contextlib.suppress(AlreadyExists, Conflict, NotFound):
-                await self._recorded(
-                    svc,
-                    (*event, c.EVENT_CREATED_SERVICE, c.EVENT_FAILED_TO_CREATE_SERVICE),
-                    self.client.create(SERVICES, want, ns),
-                )
+            creating = self.client.create(SERVICES, want, ns)
+            with contextlib.suppress(Conflict, NotFound):  # AlreadyExists is a Conflict
+                await try_write_child(self.recorder, svc, events, creating, benign=STATES)
 
     async def _get_optional(self, res: Resource, name: str, ns: str) -> Obj | None:
         """The object, or None when it (or its whole API) does not exist."""
@@ -812,12 +779,12 @@ class RayServiceReconciler:
         if have is None:
             have = await self._get_optional(kind.resource, oname, ns)
         if have is None:
+            events = child_events(
+                "Create", what, kind.created, kind.failed_create, server_message=False
+            )
+            creating = self.client.create(kind.resource, want, ns)
             try:
-                return await self._recorded(
-                    svc,
-                    ("Create", what, kind.created, kind.failed_create),
-                    self.client.create(kind.resource, want, ns),
-                )
+                return await try_write_child(self.recorder, svc, events, creating, benign=STATES)
             except AlreadyExists:
                 return None, ""
             except NotFound:
@@ -829,33 +796,17 @@ class RayServiceReconciler:
             return have, ""
         patch = gwb.drift_patch(want)
         patch["metadata"]["resourceVersion"] = have["metadata"].get("resourceVersion")
+        events = child_events(
+            "Update", what, kind.updated, kind.failed_update, server_message=False
+        )
+        patching = self.client.patch(kind.resource, oname, patch, ns)
         try:
-            updated, problem = await self._recorded(
-                svc,
-                ("Update", what, kind.updated, kind.failed_update),
-                self.client.patch(kind.resource, oname, patch, ns),
+            updated, problem = await try_write_child(
+                self.recorder, svc, events, patching, benign=STATES
             )
         except (Conflict, NotFound):
             return have, ""
         return updated or have, problem
-
-    async def _recorded(
-        self, svc: Obj, event: tuple[str, str, str, str], call: Awaitable[Obj]
-    ) -> tuple[Obj | None, str]:
-        """Runs one write and records upstream's event for it, success or failure; returns
-        (the written object, why it failed). AlreadyExists, Conflict and NotFound are left to
-        the caller (they are states, not failures)."""
-        action, what, ok_reason, failed_reason = event
-        try:
-            out = await call
-        except (AlreadyExists, Conflict, NotFound):
-            raise
-        except ApiError as exc:
-            message = f"Failed to {action.lower()} {what}: {exc}"
-            self.recorder.event(svc, WARNING, failed_reason, message, action)
-            return None, message
-        self.recorder.event(svc, NORMAL, ok_reason, f"{action}d {what}", action)
-        return out, ""
 
     async def _delete_gateway_objects(self, svc: Obj) -> bool:
         """Deletes the Gateway and HTTPRoute; True while either still existed."""
@@ -865,12 +816,13 @@ class RayServiceReconciler:
             (HTTPROUTE_KIND, gwb.httproute_name(name)),
             (GATEWAY_KIND, gwb.gateway_name(name)),
         ):
+            what = f"{kind.kind} {ns}/{oname}"
+            events = child_events(
+                "Delete", what, kind.deleted, kind.failed_delete, server_message=False
+            )
+            deleting = self.client.delete(kind.resource, oname, ns, propagation="Background")
             try:
-                await self._recorded(
-                    svc,
-                    ("Delete", f"{kind.kind} {ns}/{oname}", kind.deleted, kind.failed_delete),
-                    self.client.delete(kind.resource, oname, ns, propagation="Background"),
-                )
+                await try_write_child(self.recorder, svc, events, deleting, benign=STATES)
             except NotFound:
                 continue
             except Conflict:
@@ -882,19 +834,18 @@ class RayServiceReconciler:
     async def _dashboard(self, svc: Obj, cluster: Obj) -> DashboardClient | None:
         """A client for the cluster's dashboard, or None when its auth token cannot be read."""
         ns, cname = svc["metadata"]["namespace"], cluster["metadata"]["name"]
-        url = dashboard_base_url(
-            rjb.dashboard_url(cluster, self.config.build),
-            ns,
-            self.config.apiserver if self.config.use_kubernetes_proxy else None,
-        )
+        address = rjb.dashboard_url(cluster, self.config.build)
         try:
-            token = await self._auth_token(cluster)
-        except ApiError as exc:
+            return await self.dashboard_access.open(address, ns, cluster.get("spec") or {}, cname)
+        except TokenUnreadable as exc:
             log.info(
-                "RayService %s/%s: auth token of %s: %s", ns, svc["metadata"]["name"], cname, exc
+                "RayService %s/%s: auth token of %s: %s",
+                ns,
+                svc["metadata"]["name"],
+                cname,
+                exc.error,
             )
             return None
-        return self.dashboards(url, auth_token=token)
 
     async def _reconcile_serve(
         self, svc: Obj, cluster: Obj, *, apply: bool = True, capacity: int | None = None
@@ -979,25 +930,13 @@ class RayServiceReconciler:
         """One Serve config PUT, with upstream's event for the outcome either way."""
         what, ok_reason, failed_reason = event
         ns = svc["metadata"]["namespace"]
-        try:
-            await dashboard.update_serve_config(config)
-        except DashboardError as exc:
-            message = f"Failed to update {what} to the RayCluster {ns}/{cname}: {exc}"
-            self.recorder.event(svc, WARNING, failed_reason, message, "Update")
-            return False
-        message = f"Updated {what} to the RayCluster {ns}/{cname}"
-        self.recorder.event(svc, NORMAL, ok_reason, message, "Update")
-        return True
-
-    async def _auth_token(self, cluster: Obj) -> str | None:
-        options = (cluster.get("spec") or {}).get("authOptions") or {}
-        if options.get("mode") != c.AUTH_MODE_TOKEN:
-            return None
-        meta = cluster["metadata"]
-        secret_name = options.get("secretName") or names.auth_secret_name(meta["name"])
-        secret = await self.client.get(SECRETS, secret_name, meta["namespace"])
-        data = (secret.get("data") or {}).get(c.AUTH_TOKEN_SECRET_KEY)
-        return base64.b64decode(data).decode() if data else None
+        events = child_events(
+            "Update", f"{what} to the RayCluster {ns}/{cname}", ok_reason, failed_reason
+        )
+        putting = dashboard.update_serve_config(config)
+        failures = (DashboardError,)
+        _, problem = await try_write_child(self.recorder, svc, events, putting, failures=failures)
+        return not problem
 
     async def _record_applied(self, cluster: Obj, config_hash: str) -> None:
         meta = cluster["metadata"]
@@ -1028,28 +967,19 @@ class RayServiceReconciler:
         labels = pod["metadata"].get("labels") or {}
         if labels.get(c.LABEL_SERVE) == want:
             return
-        patch = {"metadata": {"labels": {c.LABEL_SERVE: want}}}
-        try:
-            await self.client.patch(PODS, pod["metadata"]["name"], patch, ns)
-        except NotFound:
-            return
-        except ApiError as exc:
-            self.recorder.event(
-                svc,
-                WARNING,
-                c.EVENT_FAILED_TO_UPDATE_HEAD_POD_SERVE_LABEL,
-                f"Failed to update the serve label to {want} for the head pod "
-                f"{ns}/{pod['metadata']['name']}: {exc}",
-                "Update",
-            )
-            return
-        self.recorder.event(
-            svc,
-            NORMAL,
-            c.EVENT_UPDATED_HEAD_POD_SERVE_LABEL,
-            f"Updated the serve label to {want} for the head pod {ns}/{pod['metadata']['name']}",
+        pname = pod["metadata"]["name"]
+        events = child_events(
             "Update",
+            f"the serve label to {want} for the head pod {ns}/{pname}",
+            c.EVENT_UPDATED_HEAD_POD_SERVE_LABEL,
+            c.EVENT_FAILED_TO_UPDATE_HEAD_POD_SERVE_LABEL,
+            server_message=False,
         )
+        patching = self.client.patch(
+            PODS, pname, {"metadata": {"labels": {c.LABEL_SERVE: want}}}, ns
+        )
+        with contextlib.suppress(NotFound):
+            await try_write_child(self.recorder, svc, events, patching, benign=(NotFound,))
 
     # ------------------------------------------------------------------ services
     async def _reconcile_services(self, svc: Obj, target: Obj) -> str | None:
@@ -1069,37 +999,30 @@ class RayServiceReconciler:
             sname = want["metadata"]["name"]
             have = self._cached(self.services, ns, sname)
             if have is None:
+                # A failed create is reported by the error the pass ends with, not by an event.
+                events = child_events(
+                    "Create", f"service {ns}/{sname}", c.EVENT_CREATED_SERVICE, None
+                )
                 try:
-                    have = await self.client.create(SERVICES, want, ns)
+                    await write_child(
+                        self.recorder, svc, events, self.client.create(SERVICES, want, ns)
+                    )
                 except AlreadyExists:
                     have = await self.client.get(SERVICES, sname, ns)
                 else:
-                    self.recorder.event(
-                        svc,
-                        NORMAL,
-                        c.EVENT_CREATED_SERVICE,
-                        f"Created service {ns}/{sname}",
-                        "Create",
-                    )
                     continue
-            selector = (have.get("spec") or {}).get("selector") or {}
-            if selector.get(c.LABEL_CLUSTER) == target_name:
+            # Both Services select the target cluster by name (``ray.io/cluster``).
+            patch = selector_patch(have, want)
+            if patch is None:
                 continue
-            patch = {
-                "metadata": {"resourceVersion": have["metadata"]["resourceVersion"]},
-                "spec": {"selector": want["spec"]["selector"]},
-            }
+            what = f"service {ns}/{sname}"
+            updated, failed = c.EVENT_UPDATED_SERVICE, c.EVENT_FAILED_TO_UPDATE_SERVICE
+            events = child_events("Update", what, updated, failed)
+            patching = self.client.patch(SERVICES, sname, patch, ns)
             try:
-                await self.client.patch(SERVICES, sname, patch, ns)
+                await write_child(self.recorder, svc, events, patching, benign=STATES)
             except (Conflict, NotFound):
                 return None
-            except ApiError as exc:
-                note = f"Failed to update service {ns}/{sname}: {exc.message or exc}"
-                self.recorder.event(svc, WARNING, c.EVENT_FAILED_TO_UPDATE_SERVICE, note, "Update")
-                raise
-            self.recorder.event(
-                svc, NORMAL, c.EVENT_UPDATED_SERVICE, f"Updated service {ns}/{sname}", "Update"
-            )
         return target_name
 
     def _num_serve_endpoints(self, svc: Obj, *, incremental: bool = False) -> int:

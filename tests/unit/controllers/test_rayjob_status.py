@@ -11,6 +11,7 @@ import pytest
 from kuberay.controllers import rayjob as rj
 from kuberay.controllers import rayjob_status as st
 from kuberay.controllers.common import parse_time, rfc3339
+from kuberay.controllers.dashboards import dashboard_base_url
 from kuberay.ray.dashboard import JobInfo
 
 T0 = 1_700_000_000.0
@@ -918,4 +919,4 @@ def test_dashboard_base_url_direct_and_through_the_api_server_proxy(
     apiserver: str | None, want: str
 ) -> None:
     url = "job-abcde-head-svc.team.svc.cluster.local:8265"
-    assert rj.dashboard_base_url(url, "team", apiserver) == want
+    assert dashboard_base_url(url, "team", apiserver) == want
