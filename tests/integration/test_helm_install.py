@@ -18,9 +18,7 @@ import pytest
 import yaml
 from operator_fixture import install_crds
 
-from kuberay.devenv import binaries
 from kuberay.devenv.plane import Plane
-from kuberay.devenv.testing import skip_unless_strict
 from kuberay.runtime.client import CONFIGMAPS, DEPLOYMENTS, KubeClient, Resource
 from kuberay.runtime.errors import NotFound
 
@@ -28,14 +26,6 @@ CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "kuberay-opera
 CLUSTERROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False, kind="ClusterRole"
 )
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    try:
-        return binaries.helm_binary(log=lambda _line: None)
-    except binaries.BuildError as exc:
-        skip_unless_strict(f"helm is not available: {exc}")
 
 
 def _helm(

@@ -2,8 +2,9 @@
 
 Each fixture finds or builds its binary; when that is impossible (no Go, no network) the test
 fails in strict runs (``CI`` or ``KUBERAY_TESTS_STRICT=1``) and skips on a developer's machine.
-``render_chart`` runs the real ``helm template`` on ``deploy/helm/kuberay-operator`` with Helm's
-own directories in a temporary one, so no test reads or writes the user's Helm configuration.
+``render_chart`` runs the real ``helm template`` (the ``helm`` fixture is in tests/conftest.py)
+on ``deploy/helm/kuberay-operator`` with Helm's own directories in a temporary one, so no test
+reads or writes the user's Helm configuration.
 """
 
 from __future__ import annotations
@@ -30,15 +31,6 @@ def promtool() -> Path:
         return binaries.prometheus_binaries(log=lambda _line: None)["promtool"]
     except binaries.BuildError as exc:
         skip_unless_strict(f"promtool is not available: {exc}")
-
-
-@pytest.fixture(scope="session")
-def helm() -> Path:
-    """helm (v3.22.0), built on demand; a missing one fails in CI and skips elsewhere."""
-    try:
-        return binaries.helm_binary(log=lambda _line: None)
-    except binaries.BuildError as exc:
-        skip_unless_strict(f"helm is not available: {exc}")
 
 
 @pytest.fixture(scope="session")
