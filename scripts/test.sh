@@ -11,8 +11,8 @@ scripts/static-checks.sh
 echo "== control-plane binaries"
 kuberay dev build
 # Built on demand otherwise; built here so that no test's time limit includes a cold Go build:
-# the Go operator (conformance) and Prometheus with promtool (monitoring).
-python -m kuberay.devenv.binaries ray-operator prometheus promtool
+# the Go operator (conformance), Prometheus with promtool (monitoring) and Helm (the chart).
+python -m kuberay.devenv.binaries ray-operator prometheus promtool helm
 
 echo "== tests"
 pytest "$@"

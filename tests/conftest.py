@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kuberay.devenv import binaries
 from kuberay.devenv.plane import Plane, PlaneConfig, running_plane
 from kuberay.devenv.testing import (
     create_namespace,
@@ -26,6 +27,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker in ("integration", "e2e"):
             if marker in parts:
                 item.add_marker(getattr(pytest.mark, marker))
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """helm (v3.22.0) for the chart tests, built on demand; a missing one fails in CI and skips
+    elsewhere."""
+    try:
+        return binaries.helm_binary(log=lambda _line: None)
+    except binaries.BuildError as exc:
+        skip_unless_strict(f"helm is not available: {exc}")
 
 
 @pytest.fixture(scope="session")

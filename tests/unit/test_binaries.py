@@ -103,7 +103,7 @@ def test_go_operator_is_an_on_demand_component_pinned_to_its_version() -> None:
     assert binaries.GO_OPERATOR_BINARY not in binaries.ALL_BINARIES
     assert binaries.GO_OPERATOR_BINARY in binaries.KNOWN_BINARIES
     on_demand = {c.name for c in binaries.COMPONENTS if c.on_demand}
-    assert on_demand == {"kuberay-operator", "prometheus"}
+    assert on_demand == {"kuberay-operator", "prometheus", "helm"}
     go_mod = (binaries.source_root() / comp.module_dir / "go.mod").read_text()
     assert f"github.com/ray-project/kuberay/ray-operator {binaries.GO_OPERATOR_VERSION}" in go_mod
 
@@ -117,6 +117,22 @@ def test_prometheus_is_on_demand_and_pinned() -> None:
     assert f"github.com/prometheus/prometheus {binaries.PROMETHEUS_VERSION}" in go_mod
     # Go module v0.316.0 is Prometheus 3.16.0: `prometheus --version` says the release.
     assert "common/version.Version=3.16.0" in " ".join(comp.ldflags)
+
+
+def test_helm_is_on_demand_and_pinned() -> None:
+    comp = next(c for c in binaries.COMPONENTS if "helm" in c.packages)
+    assert comp.on_demand
+    assert comp.packages == {"helm": "helm.sh/helm/v3/cmd/helm"}
+    assert "helm" not in binaries.ALL_BINARIES
+    go_mod = (binaries.source_root() / comp.module_dir / "go.mod").read_text()
+    assert f"helm.sh/helm/v3 {binaries.HELM_VERSION}" in go_mod
+    # `helm version` names the release; offline rendering assumes the Kubernetes of its client-go.
+    flags = " ".join(comp.ldflags)
+    assert f"internal/version.version={binaries.HELM_VERSION}" in flags
+    client_go = next(line for line in go_mod.splitlines() if "k8s.io/client-go " in line)
+    minor = client_go.split()[1].split(".")[1]
+    assert f"pkg/chartutil.k8sVersionMinor={minor}" in flags
+    assert f"pkg/lint/rules.k8sVersionMinor={minor}" in flags
 
 
 def test_go_operator_is_found_on_demand_without_building(

@@ -1,4 +1,4 @@
-"""Install artefacts in deploy/: current, least-privilege yet sufficient, a chart that renders.
+"""Install artefacts in deploy/: current, least-privilege yet sufficient (the chart: test_chart.py).
 
 The RBAC check reads the controllers' and runtime's source: every API call names a Resource constant
 and a client verb, so the permissions the code needs can be computed and compared with
@@ -9,7 +9,6 @@ listed in ``INDIRECT`` by hand; a new one fails the test until it is listed.
 from __future__ import annotations
 
 import ast
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kuberay.api import constants, crdgen, features
+from kuberay.api import constants, crdgen
 from kuberay.api import rbac_rules as rr
 from kuberay.builders import rbac as autoscaler_rbac
 from kuberay.cli import manifests
@@ -40,7 +39,6 @@ from kuberay.runtime.client import Resource
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-CHART = DEPLOY / "helm" / "kuberay-operator"
 SCANNED: tuple[ModuleType, ...] = (
     raycluster,
     raycronjob,
@@ -314,175 +312,3 @@ def test_kustomization_moves_every_object_and_binding_to_its_namespace(tmp_path:
             assert d["metadata"]["namespace"] == "ops", d["kind"]
         for subject in d.get("subjects", []):
             assert subject["namespace"] == "ops", d["kind"]
-
-
-# ---------------------------------------------------------------------- Helm chart
-
-_VALUE_REF = re.compile(r"\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
-
-
-def _values() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
-    return loaded
-
-
-def test_chart_structure() -> None:
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert chart["apiVersion"] == "v2"
-    assert chart["name"] == "kuberay-operator"
-    assert chart["type"] == "application"
-    templates = {p.name for p in (CHART / "templates").iterdir()}
-    assert {"_helpers.tpl", "deployment.yaml", "rbac.yaml", "leader_election.yaml"} <= templates
-    assert {"serviceaccount.yaml", "service.yaml", "servicemonitor.yaml"} <= templates
-    for kind in crdgen.KINDS:
-        name = crdgen.filename(kind)
-        copied = (CHART / "crds" / name).read_bytes()
-        assert copied == (DEPLOY / "crds" / name).read_bytes()
-
-
-def test_values_use_kuberay_names_and_every_reference_resolves() -> None:
-    values = _values()
-    upstream = {
-        "image",
-        "replicas",
-        "batchScheduler",
-        "featureGates",
-        "metrics",
-        "leaderElectionEnabled",
-        "reconcileConcurrency",
-        "kubeClient",
-        "rbacEnable",
-        "crNamespacedRbacEnable",
-        "singleNamespaceInstall",
-        "watchNamespace",
-        "useKubernetesProxy",
-        "logging",
-        "env",
-        "resources",
-        "securityContext",
-    }
-    assert upstream <= set(values)
-    assert [g["name"] for g in values["featureGates"]] == [g.name for g in features.GATES]
-    referenced: set[str] = set()
-    for path in (CHART / "templates").iterdir():
-        for match in _VALUE_REF.finditer(path.read_text()):
-            keys = match.group(1).strip(".").split(".")
-            node: Any = values
-            for key in keys:
-                assert isinstance(node, dict), f"{path.name}: .Values.{match.group(1)}"
-                assert key in node, f"{path.name}: .Values{match.group(1)} is not in values.yaml"
-                node = node[key]
-            referenced.add(keys[0])
-    assert sorted(set(values) - referenced) == [], "values no template reads"
-
-
-def _render(values: dict[str, Any] | None = None, namespace: str = "ops") -> list[dict[str, Any]]:
-    hc = pytest.importorskip("helm_python.chart", reason="helm-python-sdk not installed")
-    chart = hc.Chart.load(str(CHART))
-    rendered: dict[str, str] = chart.render(values=values or {}, name="kr", namespace=namespace)
-    docs: list[dict[str, Any]] = []
-    for name, text in sorted(rendered.items()):
-        if name.endswith(".yaml"):
-            docs.extend(d for d in yaml.safe_load_all(text) if d)
-    return docs
-
-
-def _by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [d for d in docs if d["kind"] == kind]
-
-
-def test_chart_renders_the_same_operator_as_the_static_manifests() -> None:
-    docs = _render()
-    (role,) = _by_kind(docs, "ClusterRole")
-    assert role["rules"] == rr.policy(rr.OPERATOR_RULES)
-    (le_role,) = _by_kind(docs, "Role")
-    assert le_role["rules"] == rr.policy(rr.LEADER_ELECTION_RULES)
-    assert le_role["metadata"]["namespace"] == "ops"
-    (binding,) = _by_kind(docs, "ClusterRoleBinding")
-    (sa,) = _by_kind(docs, "ServiceAccount")
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": "ops"}
-    ]
-    (dep,) = _by_kind(docs, "Deployment")
-    (ctr,) = dep["spec"]["template"]["spec"]["containers"]
-    static = manifests.container()
-    for key in ("command", "env", "ports", "livenessProbe", "readinessProbe", "resources"):
-        assert ctr[key] == static[key], key
-    assert ctr["securityContext"] == static["securityContext"]
-    assert ctr["args"][: len(static["args"])] == static["args"]
-    args = build_parser().parse_args(ctr["args"])
-    assert args.reconcile_concurrency == 8
-    assert args.qps == 100
-    assert args.burst == 200
-    assert args.watch_namespace == ""
-    assert not _by_kind(docs, "ServiceMonitor")
-    (svc,) = _by_kind(docs, "Service")
-    assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
-
-
-def test_chart_single_namespace_install_uses_roles_per_watched_namespace() -> None:
-    docs = _render({"singleNamespaceInstall": True, "watchNamespace": ["a", "b"]})
-    assert not _by_kind(docs, "ClusterRole")
-    assert not _by_kind(docs, "ClusterRoleBinding")
-    roles = {d["metadata"]["namespace"]: d for d in _by_kind(docs, "Role")}
-    assert set(roles) == {"a", "b", "ops"}
-    assert roles["a"]["rules"] == roles["b"]["rules"] == rr.policy(rr.OPERATOR_RULES)
-    bindings = _by_kind(docs, "RoleBinding")
-    assert {b["metadata"]["namespace"] for b in bindings} == {"a", "b", "ops"}
-    assert all(b["subjects"][0]["namespace"] == "ops" for b in bindings)
-    (dep,) = _by_kind(docs, "Deployment")
-    args = build_parser().parse_args(dep["spec"]["template"]["spec"]["containers"][0]["args"])
-    assert args.watch_namespace == "a,b"
-
-    docs = _render({"singleNamespaceInstall": True})
-    assert {d["metadata"]["namespace"] for d in _by_kind(docs, "Role")} == {"ops"}
-    (dep,) = _by_kind(docs, "Deployment")
-    args = build_parser().parse_args(dep["spec"]["template"]["spec"]["containers"][0]["args"])
-    assert args.watch_namespace == "ops"
-
-    docs = _render({"singleNamespaceInstall": True, "crNamespacedRbacEnable": False})
-    assert len(_by_kind(docs, "Role")) == 1, "only the leader-election Role"
-
-
-def test_chart_toggles() -> None:
-    docs = _render({"rbacEnable": False, "serviceAccount": {"create": False, "name": "mine"}})
-    kinds = {d["kind"] for d in docs}
-    assert kinds == {"Deployment", "Service"}
-    (dep,) = _by_kind(docs, "Deployment")
-    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
-
-    docs = _render(
-        {
-            "batchScheduler": {"name": "volcano"},
-            "featureGates": [{"name": "RayCronJob", "enabled": True}],
-            "leaderElectionEnabled": False,
-            "metrics": {
-                "enabled": False,  # as upstream: the ServiceMonitor does not depend on it
-                "serviceMonitor": {"enabled": True, "additionalLabels": {"release": "prom"}},
-            },
-            "env": [{"name": "ENABLE_RANDOM_POD_DELETE", "value": "true"}],
-            "image": {"repository": "registry.example/kuberay-py", "tag": "1.2.3"},
-        }
-    )
-    (role,) = _by_kind(docs, "ClusterRole")
-    groups = {r["apiGroups"][0] for r in role["rules"]}
-    assert {"scheduling.volcano.sh", "scheduling.x-k8s.io"} <= groups
-    assert not _by_kind(docs, "Role"), "no leader-election Role without leader election"
-    (mon,) = _by_kind(docs, "ServiceMonitor")
-    assert mon["metadata"]["labels"]["release"] == "prom"
-    (dep,) = _by_kind(docs, "Deployment")
-    (ctr,) = dep["spec"]["template"]["spec"]["containers"]
-    assert ctr["image"] == "registry.example/kuberay-py:1.2.3"
-    assert {"name": "ENABLE_RANDOM_POD_DELETE", "value": "true"} in ctr["env"]
-    args = build_parser().parse_args(ctr["args"])
-    assert args.batch_scheduler == "volcano"
-    assert args.feature_gates == "RayCronJob=true"
-    assert args.enable_leader_election is False
-    assert features.FeatureGates.parse(args.feature_gates).enabled("RayCronJob")
-
-
-def test_chart_lints_clean() -> None:
-    hc = pytest.importorskip("helm_python.chart", reason="helm-python-sdk not installed")
-    report = hc.lint(str(CHART), strict=True)
-    assert report["errors"] == []
-    assert [m for m in report["messages"] if m["severity"] > 1] == []

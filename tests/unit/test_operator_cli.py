@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kuberay.api.features import FeatureGates
 from kuberay.cli.main import build_parser
 from kuberay.cli.operator import SettingsError, load_config_file, settings_from_args
 
@@ -71,6 +72,19 @@ def test_config_file_wins_and_reads_operator_defaults(tmp_path: Path) -> None:
     assert s.default_container_envs == [{"name": "A", "value": "b"}]
     assert s.head_sidecar_containers[0]["name"] == "fluentbit"
     assert s.delete_rayjob_after_job_finishes is True
+
+
+def test_config_file_keeps_feature_gates_and_log_level_flags(tmp_path: Path) -> None:
+    """The chart's configuration mode passes --feature-gates next to --config (as upstream)."""
+    path = tmp_path / "config.yaml"
+    path.write_text("apiVersion: config.ray.io/v1alpha1\nkind: Configuration\n")
+    args = _parse(f"--config={path}", "--feature-gates=RayCronJob=true", "--zap-log-level=debug")
+    s = settings_from_args(args)  # type: ignore[arg-type]
+    assert s.feature_gates == "RayCronJob=true"
+    assert s.log_level == "debug"
+    path.write_text(path.read_text() + "featureGates: {RayCronJob: false}\n")
+    s = settings_from_args(args)  # type: ignore[arg-type]
+    assert not FeatureGates.parse(s.feature_gates).enabled("RayCronJob")
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from kuberay.runtime.webhook import WebhookServer
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "threat-model.md"
 DEPLOY = ROOT / "deploy"
-HELPERS = DEPLOY / "helm" / "kuberay-operator" / "templates" / "_helpers.tpl"
+HELPERS = DEPLOY / "helm" / "kuberay-operator" / "templates" / "_rules.tpl"
 
 Rule = dict[str, Any]
 Triple = tuple[str, str, str]

@@ -1,10 +1,10 @@
 """``kuberay operator``: the operator process, with upstream's flags and configuration file.
 
 Flags keep upstream's names and defaults so existing Deployments and Helm values work; when
-``--config`` names a ``config.ray.io/v1alpha1 Configuration`` file, the file wins and the flags
-are ignored, as upstream does. Bad flags or a bad file exit with code 2 and a message, never a
-traceback. The process exits 0 after SIGTERM/SIGINT and 1 when it loses leadership (so that it
-restarts as a standby).
+``--config`` names a ``config.ray.io/v1alpha1 Configuration`` file, the file wins and the flags are
+ignored, as upstream does, except ``--feature-gates`` and the ``--zap-*`` log level. Bad flags or a
+bad file exit with code 2 and a message, never a traceback. The process exits 0 after SIGTERM/SIGINT
+and 1 when it loses leadership (so that it restarts as a standby).
 """
 
 from __future__ import annotations
@@ -221,7 +221,12 @@ def _zap_level(text: str) -> str:
 
 def settings_from_args(args: argparse.Namespace) -> OperatorSettings:
     if args.config:
-        return load_config_file(args.config, args.kubeconfig)
+        settings = load_config_file(args.config, args.kubeconfig)
+        # As upstream, --feature-gates and the log level still apply with --config (the Helm
+        # chart passes the gates as a flag next to the file); gates in the file win.
+        settings.feature_gates = settings.feature_gates or args.feature_gates
+        settings.log_level = args.zap_log_level
+        return settings
     if args.reconcile_concurrency < 1:
         raise SettingsError("--reconcile-concurrency must be at least 1")
     return OperatorSettings(

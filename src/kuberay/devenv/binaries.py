@@ -41,6 +41,11 @@ GO_OPERATOR_VERSION = "v1.6.1"  # github.com/ray-project/kuberay/ray-operator, t
 GO_OPERATOR_BINARY = "ray-operator"
 # github.com/prometheus/prometheus: Go module v0.3MM.P is Prometheus 3.MM.P.
 PROMETHEUS_VERSION = "v0.316.0"
+HELM_VERSION = "v3.22.0"  # helm.sh/helm/v3, renders and lints deploy/helm in the chart tests
+# The Kubernetes release Helm assumes when no cluster is reachable (`helm template`,
+# `.Capabilities.KubeVersion`): the minor of the client-go that Helm is built against, the way
+# Helm's own Makefile derives it (client-go v0.37 -> Kubernetes 1.37).
+HELM_KUBE_VERSION = ("1", "37")
 MIN_GO = (1, 26)
 
 BINDIR_ENV = "KUBERAY_CONTROLPLANE_BINDIR"
@@ -81,6 +86,19 @@ def _prometheus_ldflags(module_version: str) -> tuple[str, ...]:
     minor, patch = module_version.lstrip("v").split(".")[1:3]
     release = f"3.{int(minor) - 300}.{patch}"
     return (f"-X github.com/prometheus/common/version.Version={release}",)
+
+
+def _helm_ldflags(version: str, kube: tuple[str, str]) -> tuple[str, ...]:
+    major, minor = kube
+    return (
+        f"-X helm.sh/helm/v3/internal/version.version={version}",
+        "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
+        *(
+            f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
+            for pkg in ("chartutil", "lint/rules")
+            for part, value in (("Major", major), ("Minor", minor))
+        ),
+    )
 
 
 COMPONENTS: tuple[Component, ...] = (
@@ -126,6 +144,15 @@ COMPONENTS: tuple[Component, ...] = (
         },
         ldflags=_prometheus_ldflags(PROMETHEUS_VERSION),
         # Monitoring is opt-in (`kuberay dev up --with-prometheus`, the monitoring tests).
+        on_demand=True,
+    ),
+    Component(
+        name="helm",
+        version=HELM_VERSION,
+        module_dir="helm",
+        packages={"helm": "helm.sh/helm/v3/cmd/helm"},
+        ldflags=_helm_ldflags(HELM_VERSION, HELM_KUBE_VERSION),
+        # Only the chart tests (and people installing the chart) need it.
         on_demand=True,
     ),
 )
@@ -328,6 +355,11 @@ def go_operator_binary(log: Callable[[str], None] = print) -> Path:
 def prometheus_binaries(log: Callable[[str], None] = print) -> dict[str, Path]:
     """``prometheus`` and ``promtool``, found or built on demand (one Go module, one build)."""
     return ensure(["prometheus", "promtool"], log=log)
+
+
+def helm_binary(log: Callable[[str], None] = print) -> Path:
+    """``helm`` (v3.22.0), found or built on demand; an executable in the override dir wins."""
+    return ensure(["helm"], log=log)["helm"]
 
 
 def build_times() -> dict[str, float]:
