@@ -15,4 +15,7 @@ kuberay dev build
 python -m kuberay.devenv.binaries ray-operator prometheus promtool helm
 
 echo "== tests"
+# The whole suite is strict: a test whose prerequisite (root, Ray, Redis, a Go-built tool) is
+# missing fails instead of skipping, on any machine, not only where CI is set.
+export KUBERAY_TESTS_STRICT=1
 pytest "$@"
