@@ -140,6 +140,8 @@ class Controller:
         self.queue = WorkQueue(name, rate_limiter)
         self.metrics = metrics
         self.sources: list[EventSource] = []
+        # The primary resource's kind, named in log records as upstream's do ({"RayCluster": ...}).
+        self.kind = ""
         self._workers: list[asyncio.Task[None]] = []
         self.reconciles = 0
         if metrics is not None:
@@ -149,6 +151,7 @@ class Controller:
     # ------------------------------------------------------------------ wiring
     def for_(self, source: EventSource, predicate: Predicate = always) -> Controller:
         """The primary resource: its own key is reconciled."""
+        self.kind = getattr(getattr(source, "resource", None), "kind", "") or self.kind
         return self.watches(source, lambda o: [_request_of(o)], predicate)
 
     def owns(
@@ -208,8 +211,8 @@ class Controller:
     async def _process(self, key: str) -> None:
         ns, name = split_key(key)
         req = Request(ns, name)
-        ctx = {"controller": self.name, "namespace": ns or "", "name": name}
-        ctx["reconcileID"] = uuid.uuid4().hex[:12]
+        ctx = {"controller": self.name, "kind": self.kind, "namespace": ns or "", "name": name}
+        ctx["reconcileID"] = str(uuid.uuid4())
         token = reconcile_context.set(ctx)
         started = time.monotonic()
         outcome = "success"
