@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import time
 from pathlib import Path
@@ -44,6 +45,15 @@ def test_flags() -> None:
     assert s.reconcile_concurrency == 3
     assert s.feature_gates == "RayCronJob=true"
     assert (s.qps, s.burst) == (50.0, 60)
+
+
+def test_every_operator_flag_has_help() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    op = sub.choices["operator"]
+    flags = [a for a in op._actions if a.option_strings and a.dest != "help"]
+    assert len(flags) >= 24
+    assert [a.option_strings[0] for a in flags if not (a.help or "").strip()] == []
 
 
 def test_bad_concurrency_is_a_clear_error() -> None:

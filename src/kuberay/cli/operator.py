@@ -178,33 +178,140 @@ def _bool(text: str) -> bool:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("operator", help="run the operator")
-    p.add_argument("--metrics-addr", default=":8080")
-    p.add_argument("--health-probe-bind-address", default=":8082")
-    p.add_argument("--enable-leader-election", type=_bool, default=True, nargs="?", const=True)
-    p.add_argument("--leader-election-namespace", default="")
-    p.add_argument("--reconcile-concurrency", type=int, default=DEFAULT_RECONCILE_CONCURRENCY)
-    p.add_argument("--watch-namespace", default="", help="comma-separated; empty = all")
-    p.add_argument("--log-stdout-encoder", default="json", choices=["json", "console"])
-    p.add_argument("--log-file-path", default="")
-    p.add_argument("--log-file-encoder", default="json", choices=["json", "console"])
-    p.add_argument("--batch-scheduler", default="")
-    p.add_argument("--enable-batch-scheduler", type=_bool, default=False, nargs="?", const=True)
-    p.add_argument("--forced-cluster-upgrade", type=_bool, default=False, nargs="?", const=True)
-    p.add_argument("--use-kubernetes-proxy", type=_bool, default=False, nargs="?", const=True)
-    p.add_argument("--enable-metrics", type=_bool, default=False, nargs="?", const=True)
-    p.add_argument("--feature-gates", default="")
-    p.add_argument("--qps", type=float, default=100.0)
-    p.add_argument("--burst", type=int, default=200)
-    p.add_argument("--config", default="", help="config.ray.io/v1alpha1 Configuration file")
-    p.add_argument("--kubeconfig", default=None)
+    p = sub.add_parser(
+        "operator",
+        help="run the operator",
+        description="Runs the KubeRay operator: reconciles RayCluster, RayJob, RayService and "
+        "RayCronJob objects. Flags and defaults are those of the Go operator.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    flag = p.add_argument
+    flag(
+        "--metrics-addr", default=":8080", help="address the Prometheus /metrics endpoint serves on"
+    )
+    flag(
+        "--health-probe-bind-address",
+        default=":8082",
+        help="address of the /healthz and /readyz probe endpoints",
+    )
+    flag(
+        "--enable-leader-election",
+        type=_bool,
+        default=True,
+        nargs="?",
+        const=True,
+        help="elect one active replica through the ray-operator-leader Lease",
+    )
+    flag(
+        "--leader-election-namespace",
+        default="",
+        help="namespace of the leader Lease; empty: the pod's own namespace",
+    )
+    flag(
+        "--reconcile-concurrency",
+        type=int,
+        default=DEFAULT_RECONCILE_CONCURRENCY,
+        help="objects each controller reconciles at the same time",
+    )
+    flag(
+        "--watch-namespace",
+        default="",
+        help="comma-separated namespaces to watch; empty: every namespace",
+    )
+    flag(
+        "--log-stdout-encoder",
+        default="json",
+        choices=["json", "console"],
+        help="format of the log lines on standard output",
+    )
+    flag("--log-file-path", default="", help="also write logs to this file (rotated by size)")
+    flag(
+        "--log-file-encoder",
+        default="json",
+        choices=["json", "console"],
+        help="format of the log lines in --log-file-path",
+    )
+    flag(
+        "--batch-scheduler",
+        default="",
+        help="gang scheduler to integrate with: volcano, yunikorn, kai-scheduler or "
+        "scheduler-plugins",
+    )
+    flag(
+        "--enable-batch-scheduler",
+        type=_bool,
+        default=False,
+        nargs="?",
+        const=True,
+        help="deprecated: the same as --batch-scheduler=volcano",
+    )
+    flag(
+        "--forced-cluster-upgrade",
+        type=_bool,
+        default=False,
+        nargs="?",
+        const=True,
+        help="deprecated and without effect; accepted so old manifests still start",
+    )
+    flag(
+        "--use-kubernetes-proxy",
+        type=_bool,
+        default=False,
+        nargs="?",
+        const=True,
+        help="reach Ray dashboards through the apiserver's service proxy",
+    )
+    flag(
+        "--enable-metrics",
+        type=_bool,
+        default=False,
+        nargs="?",
+        const=True,
+        help="export the per-object kuberay_* metrics of RayClusters, RayJobs and RayServices",
+    )
+    flag(
+        "--feature-gates",
+        default="",
+        help="comma-separated Gate=true|false pairs, e.g. RayJobDeletionPolicy=true",
+    )
+    flag("--qps", type=float, default=100.0, help="sustained request rate to the apiserver (per s)")
+    flag("--burst", type=int, default=200, help="requests allowed above --qps in a short burst")
+    flag(
+        "--config",
+        default="",
+        help="config.ray.io/v1alpha1 Configuration file; its fields take the place of the "
+        "matching flags",
+    )
+    flag(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig file; default: $KUBECONFIG, the in-cluster service account, then "
+        "~/.kube/config",
+    )
     # controller-runtime's zap flags, so upstream's manifests start unchanged: the level is
     # honoured; the rest shape Go's encoder and are accepted without effect.
-    p.add_argument("--zap-log-level", default="info", type=_zap_level)
-    p.add_argument("--zap-devel", type=_bool, default=False, nargs="?", const=True)
-    p.add_argument("--zap-encoder", default="", choices=["", "json", "console"])
-    p.add_argument("--zap-stacktrace-level", default="")
-    p.add_argument("--zap-time-encoding", default="")
+    flag(
+        "--zap-log-level",
+        default="info",
+        type=_zap_level,
+        help="lowest level logged: debug, info, error, or a verbosity number (1+ = debug)",
+    )
+    flag(
+        "--zap-devel",
+        type=_bool,
+        default=False,
+        nargs="?",
+        const=True,
+        help="accepted for compatibility; no effect",
+    )
+    flag(
+        "--zap-encoder",
+        default="",
+        choices=["", "json", "console"],
+        help="accepted for compatibility; use --log-stdout-encoder",
+    )
+    flag("--zap-stacktrace-level", default="", help="accepted for compatibility; no effect")
+    flag("--zap-time-encoding", default="", help="accepted for compatibility; no effect")
     p.set_defaults(func=cmd_operator)
 
 
