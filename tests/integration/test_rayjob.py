@@ -227,7 +227,7 @@ class Operator:
         self.stop_event = asyncio.Event()
         self.task: asyncio.Task[int] | None = None
         self.lives = 0
-        self.job_metrics = RayJobMetrics([])
+        self.job_metrics = RayJobMetrics()
         # Every submitter Job the operator created, across lives: (name, uid). Each is one
         # submitter pod run on a real cluster.
         self.submitter_jobs: list[tuple[str, str]] = []

@@ -91,7 +91,7 @@ async def test_deleted_rayjobs_and_rayservices_release_their_event_state() -> No
         dashboards = FakeDashboardRegistry()  # never called: only the registration is inspected
         job = rayjob.register(mgr, rayjob.RayJobConfig(), ["ns"], dashboards)
         svc = rayservice.register(mgr, rayservice.RayServiceConfig(), ["ns"], dashboards)
-        for reconciler, informers, kind in (
+        for reconciler, cache, kind in (
             (job, job.rayjobs, "RayJob"),
             (svc, svc.rayservices, "RayService"),
         ):
@@ -100,10 +100,10 @@ async def test_deleted_rayjobs_and_rayservices_release_their_event_state() -> No
                 "kind": kind,
                 "metadata": {"name": "x", "namespace": "ns", "uid": f"uid-{kind}"},
             }
-            informers[0]._apply("ADDED", obj)
+            cache.informers[0]._apply("ADDED", obj)
             reconciler.recorder.event(obj, "Warning", "InvalidSpec", "bad", "Validate")
             assert f"uid-{kind}" in reconciler.recorder._buckets
-            informers[0]._apply("DELETED", obj)
+            cache.informers[0]._apply("DELETED", obj)
             assert f"uid-{kind}" not in reconciler.recorder._buckets, kind
     finally:
         await client.close()

@@ -135,7 +135,8 @@ def used_permissions() -> tuple[set[Triple], set[tuple[str, str]]]:
             index = RESOURCE_ARG.get(method, 0)
             if method not in VERBS or len(call.args) <= index:
                 continue
-            if not (receiver.endswith("client") or receiver in ("mgr", "self")):
+            # ``caches``: the CacheSource (the Manager) a reconciler builds its caches from.
+            if not (receiver.endswith("client") or receiver in ("mgr", "self", "caches")):
                 continue
             fn = owner.get(call, "")
             first = call.args[index]

@@ -62,9 +62,9 @@ def exported_series_names() -> set[str]:
     """Every series name the operator can serve on /metrics (suffixes included)."""
     collectors: list[Any] = [
         RuntimeMetrics().registry,
-        RayClusterMetrics([]),
-        RayJobMetrics([]),
-        RayServiceMetrics([]),
+        RayClusterMetrics(),
+        RayJobMetrics(),
+        RayServiceMetrics(),
     ]
     names: set[str] = set()
     for collector in collectors:

@@ -216,3 +216,24 @@ async def test_a_controller_watches_a_cache_through_all_its_informers() -> None:
     finally:
         await ctrl.stop()
     assert sorted(seen) == ["one/a", "two/b"]
+
+
+async def test_standalone_caches_scope_like_the_manager_and_start_nothing() -> None:
+    from kuberay.runtime.cache import CacheSource, StandaloneCaches
+
+    client = KubeClient(ClientConfig(server="https://127.0.0.1:9"))
+    try:
+        mgr = Manager(client, ManagerOptions(metrics_addr=None, probe_addr=None))
+        sources: list[CacheSource] = [StandaloneCaches(client), mgr]
+        for caches in sources:
+            scoped = caches.cache(CONFIGMAPS, namespaces=["a", "b", "a"], label_selector="x=1")
+            assert [(i.namespace, i.label_selector) for i in scoped.informers] == [
+                ("a", "x=1"),
+                ("b", "x=1"),
+            ]
+            assert [i.namespace for i in caches.cache(CONFIGMAPS).informers] == [None]
+        standalone = StandaloneCaches(client).cache(CONFIGMAPS)
+        assert not standalone.has_synced()
+        assert all(inf._task is None for inf in standalone.informers)
+    finally:
+        await client.close()

@@ -464,7 +464,7 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
             )
         clusters = register_raycluster(mgr, rc, settings.watch_namespace or None)
         if settings.enable_metrics:
-            mgr.metrics.registry.register(RayClusterMetrics(clusters.clusters.informers))
+            mgr.metrics.registry.register(RayClusterMetrics(clusters.clusters))
         dashboards = (
             proxy_factory_for(config) if settings.use_kubernetes_proxy else HttpDashboardFactory()
         )

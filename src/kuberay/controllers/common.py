@@ -11,10 +11,8 @@ import random
 
 from kuberay.api import constants as c
 from kuberay.api.constants import RAYCLUSTERS as RAYCLUSTERS
-from kuberay.runtime.informer import Informer
 from kuberay.runtime.rfc3339 import format_time
 from kuberay.runtime.rfc3339 import parse_time as parse_time
-from kuberay.runtime.store import Obj
 
 POD_SELECTOR = f"{c.LABEL_NODE_TYPE} in (head,worker,redis-cleanup)"
 OWNED_SELECTOR = f"{c.LABEL_CREATED_BY}={c.CREATED_BY}"
@@ -22,19 +20,6 @@ _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName
 
 # The RFC 3339 helpers live in kuberay.runtime.rfc3339; these names stay for the controllers.
 rfc3339 = format_time
-
-
-def find_cached(informers: list[Informer], ns: str, name: str) -> Obj | None:
-    """``ns/name`` from the first of ``informers`` (one per watched namespace) that has it.
-
-    Deprecated: kept for the controllers that still hold per-namespace informer lists; the
-    others read a ``runtime.cache.ResourceCache`` (``get``), which also returns our own writes
-    that the watch has not delivered yet."""
-    for inf in informers:
-        obj = inf.store.get_by_name(ns, name)
-        if obj is not None:
-            return obj
-    return None
 
 
 def random_suffix(n: int = 5) -> str:

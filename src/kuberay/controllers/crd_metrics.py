@@ -1,8 +1,13 @@
 """Upstream's per-resource Prometheus metrics (served with ``--enable-metrics``).
 
-Everything that can be read off an object is computed at scrape time from the informer caches
-rather than kept as per-object gauges: a deleted object disappears from the metrics with no
-clean-up step to forget, and a scrape costs one pass over the cached objects.
+Everything that can be read off an object is computed at scrape time from the controllers'
+caches (one ``ResourceCache`` per kind) rather than kept as per-object gauges: a deleted object
+disappears from the metrics with no clean-up step to forget, and a scrape costs one pass over
+the cached objects. A collector without a cache exports its families with no series.
+The scrape runs on the exporter's thread while the event loop applies watch events, so it reads
+only the informers' stores (each ``values()`` is one atomic copy), not the cache's pending own
+writes, whose tracker is not safe to iterate from another thread: a status we wrote shows up
+once the watch has delivered it.
 - ``kuberay_cluster_info`` {name, namespace, uid, owner_kind}: 1 per RayCluster; owner_kind is
   the ``ray.io/originated-from-crd`` label (RayJob, RayService) or None.
 - ``kuberay_cluster_condition_provisioned`` {name, namespace, uid, condition}: 1, condition
@@ -25,14 +30,14 @@ left the cache.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from kuberay.api import constants as c
 from kuberay.runtime import rfc3339
-from kuberay.runtime.informer import Informer
+from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.store import Obj
 
 IDENT = ["name", "namespace", "uid"]
@@ -61,14 +66,14 @@ def _is_true(obj: Obj, kind: str) -> str:
     return "true" if cond is not None and cond.get("status") == "True" else "false"
 
 
-def _cached(informers: Iterable[Informer]) -> Iterator[Obj]:
-    for inf in informers:
+def _cached(cache: ResourceCache | None) -> Iterator[Obj]:
+    for inf in cache.informers if cache is not None else ():
         yield from inf.store.values()
 
 
 class RayClusterMetrics(Collector):
-    def __init__(self, informers: Iterable[Informer]) -> None:
-        self.informers = list(informers)
+    def __init__(self, cache: ResourceCache | None = None) -> None:
+        self.cache = cache
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         info = GaugeMetricFamily(
@@ -84,7 +89,7 @@ class RayClusterMetrics(Collector):
             "Seconds from creation until the RayCluster was first provisioned.",
             labels=IDENT,
         )
-        for obj in _cached(self.informers):
+        for obj in _cached(self.cache):
             meta = obj.get("metadata") or {}
             ident = _ident(obj)
             owner = (meta.get("labels") or {}).get(c.LABEL_ORIGINATED_FROM_CRD) or "None"
@@ -103,8 +108,8 @@ class RayClusterMetrics(Collector):
 
 
 class RayJobMetrics(Collector):
-    def __init__(self, informers: Iterable[Informer]) -> None:
-        self.informers = list(informers)
+    def __init__(self, cache: ResourceCache | None = None) -> None:
+        self.cache = cache
         # (name, namespace, uid, deployment status, retry count) -> seconds; written from the
         # controller's event loop, read by the scrape thread.
         self._durations: dict[tuple[str, str, str, str, str], float] = {}
@@ -132,7 +137,7 @@ class RayJobMetrics(Collector):
             labels=[*IDENT, "job_deployment_status", "retry_count"],
         )
         live: set[str] = set()
-        for obj in _cached(self.informers):
+        for obj in _cached(self.cache):
             ident = _ident(obj)
             live.add(ident[2])
             info.add_metric(ident, 1.0)
@@ -150,8 +155,8 @@ class RayJobMetrics(Collector):
 
 
 class RayServiceMetrics(Collector):
-    def __init__(self, informers: Iterable[Informer]) -> None:
-        self.informers = list(informers)
+    def __init__(self, cache: ResourceCache | None = None) -> None:
+        self.cache = cache
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         info = GaugeMetricFamily("kuberay_service_info", "Metadata of RayServices.", labels=IDENT)
@@ -165,7 +170,7 @@ class RayServiceMetrics(Collector):
             "Whether the RayService is in a zero-downtime upgrade.",
             labels=[*IDENT, "condition"],
         )
-        for obj in _cached(self.informers):
+        for obj in _cached(self.cache):
             ident = _ident(obj)
             info.add_metric(ident, 1.0)
             ready.add_metric([*ident, _is_true(obj, c.COND_READY)], 1.0)

@@ -33,11 +33,11 @@ from kuberay.api.k8svalidation import parse_go_duration
 from kuberay.api.raycronjob import RayCronJob
 from kuberay.controllers.reconcile import fetch_working_copy
 from kuberay.runtime import rfc3339
+from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import KubeClient
 from kuberay.runtime.controller import Request, Result
 from kuberay.runtime.errors import AlreadyExists
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
-from kuberay.runtime.informer import Informer
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import Obj
 
@@ -216,12 +216,9 @@ class RayCronJobReconciler:
         self.client: KubeClient = mgr.client
         self.config = config
         self.recorder: EventRecorder = mgr.recorder(c.RECORDER_RAYCRONJOB)
-        self.crons: list[Informer] = []
+        self.crons: ResourceCache = mgr.cache(RAYCRONJOBS, namespaces=namespaces)
         ctrl = mgr.controller("raycronjob", self.reconcile, concurrency=config.concurrency)
-        for ns in list(namespaces) if namespaces else [None]:
-            inf = mgr.informer(RAYCRONJOBS, namespace=ns)
-            ctrl.for_(inf)
-            self.crons.append(inf)
+        ctrl.for_(self.crons)
         self.controller = ctrl
 
     async def reconcile(self, req: Request) -> Result | None:

@@ -11,8 +11,12 @@ Invariants and failure modes:
   second job with the same id).
 - One status write per pass, at the end, with optimistic concurrency: a stale cache can never
   overwrite a newer status (Conflict -> requeue). After a successful write the reconciler
-  waits until its cache has moved past the version it wrote against, so it never acts twice on
-  a state it has already left (no double cluster creation after a retry, for example).
+  waits until its cache has moved past the version it wrote against: the write is recorded in
+  the RayJob cache (``record_write``, no write-through), and a pass that finds the key not
+  fresh yet (the watch has not delivered that write) only requeues shortly. So it never acts
+  twice on a state it has already left (no double cluster creation after a retry, for
+  example). A watch that never delivers the write (the object was deleted) releases the key
+  with the DELETED event or the relist that follows.
 - A finished result is never lost: a terminal status is persisted before any cleanup (cluster
   deletion, TTL, deletion rules) runs, and cleanup only runs from a persisted terminal state.
 - Dashboard errors never crash a pass: a failing status query only starts the
@@ -23,7 +27,9 @@ Invariants and failure modes:
 - Every status decision (timers, deadlines, backoff, submitter outcome, TTLs, conditions) is a
   pure function in ``rayjob_status``; this module reads the caches, the clock and the
   dashboard, does the writes, and hands what it observed to those functions.
-- Building a reconciler (``RayJobReconciler``) needs no manager; ``register`` wires one in.
+- Building a reconciler (``RayJobReconciler``) needs no manager (its caches are then
+  standalone, filled by hand); ``register`` makes them from the manager's shared caches of the
+  watched namespaces and wires the controller in.
 """
 
 from __future__ import annotations
@@ -51,7 +57,6 @@ from kuberay.controllers.common import (
     OWNED_SELECTOR,
     POD_SELECTOR,
     RAYCLUSTERS,
-    find_cached,
     random_suffix,
 )
 from kuberay.controllers.dashboards import DashboardAccess
@@ -69,11 +74,12 @@ from kuberay.ray.dashboard import (
     DashboardFactory,
     JobSubmitRequest,
 )
+from kuberay.runtime.cache import CacheSource, StandaloneCaches
 from kuberay.runtime.client import JOBS, PODS, SERVICES, KubeClient, Resource
 from kuberay.runtime.controller import Controller, Request, Result
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
-from kuberay.runtime.informer import Handler, Informer
+from kuberay.runtime.informer import Handler
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
 from kuberay.schedulers import SUBMITTER_GROUP, BatchScheduler
@@ -135,10 +141,11 @@ class RayJobConfig:
 
 
 class RayJobReconciler:
-    """The RayJob state machine over a client, a recorder and the informer caches it reads.
+    """The RayJob state machine over a client, a recorder and the caches it reads.
 
-    Built without a manager (tests fill the informer lists with what they need); ``register``
-    creates the informers and the controller and wires them in.
+    The caches come from ``caches`` for ``namespaces`` (None: all); by default they are
+    standalone and never started, so tests fill their stores with what they need. ``register``
+    builds it over the manager's shared caches and wires the controller in.
     """
 
     def __init__(
@@ -147,20 +154,30 @@ class RayJobReconciler:
         config: RayJobConfig,
         dashboard_factory: DashboardFactory,
         recorder: EventRecorder,
+        *,
+        caches: CacheSource | None = None,
+        namespaces: list[str] | None = None,
     ) -> None:
         self.client = client
         self.config = config
         self.dashboard_access = DashboardAccess.configured(client, dashboard_factory, config)
         self.recorder = recorder
-        # One informer per watched namespace (a single cluster-wide one when none is given).
-        self.rayjobs: list[Informer] = []
-        self.clusters: list[Informer] = []
-        self.services: list[Informer] = []
-        self.jobs: list[Informer] = []
-        self.pods: list[Informer] = []
+        caches = caches or StandaloneCaches(client)
+        self.rayjobs = caches.cache(RAYJOBS, namespaces=namespaces)
+        self.clusters = caches.cache(RAYCLUSTERS, namespaces=namespaces)
+        self.services = caches.cache(
+            SERVICES, namespaces=namespaces, label_selector=SERVICE_SELECTOR
+        )
+        self.jobs = caches.cache(JOBS, namespaces=namespaces, label_selector=OWNED_SELECTOR)
+        self.pods = caches.cache(
+            PODS,
+            namespaces=namespaces,
+            label_selector=POD_SELECTOR,
+            transform=projector(POD_FIELDS),
+        )
+        # Same index the RayCluster controller keeps on the shared pod cache (idempotent).
+        self.pods.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
         self.controller: Controller | None = None
-        # key -> resourceVersion our last status write replaced (the cache is stale while equal)
-        self._written_over: dict[str, str] = {}
         # (job, deployment status, retry count, seconds) when an attempt ends; set when
         # --enable-metrics asks for kuberay_job_execution_duration_seconds.
         self.on_attempt_end: Callable[[Obj, str, int, float], None] | None = None
@@ -173,8 +190,6 @@ class RayJobReconciler:
     def now(self) -> float:
         return self.config.clock()
 
-    _cached = staticmethod(find_cached)
-
     def _head_pod(self, ns: str, cluster: str) -> Obj | None:
         return cached_head_pod(self.pods, ns, cluster)
 
@@ -184,14 +199,11 @@ class RayJobReconciler:
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, req: Request) -> Result | None:
         ns = req.namespace or ""
-        cached = self._cached(self.rayjobs, ns, req.name)
+        cached = self.rayjobs.get(ns, req.name)
         if cached is None:
-            self._written_over.pop(req.key, None)
             return None
-        rv = cached["metadata"].get("resourceVersion")
-        if rv is not None and self._written_over.get(req.key) == rv:
+        if not self.rayjobs.is_fresh(ns, req.name):
             return Result(requeue_after=0.2)  # our own last write has not reached the cache
-        self._written_over.pop(req.key, None)
         job = working_copy(cached, c.KIND_RAYJOB, ensure=("spec", "status"))
         if job is None:
             return None
@@ -334,7 +346,7 @@ class RayJobReconciler:
         if st.status_check_timed_out(job, now, cfg.status_check_timeout_seconds):
             return None
         mode = rjb.submission_mode(job)
-        cluster = self._cached(self.clusters, _ns(job), status.get("rayClusterName") or "")
+        cluster = self.clusters.get(_ns(job), status.get("rayClusterName") or "")
         finished_at: float | None = None
         if mode in (c.K8S_JOB_MODE, c.SIDECAR_MODE):
             failed, finished_at = self.check_submitter(job, mode)
@@ -446,7 +458,7 @@ class RayJobReconciler:
     async def _get_or_create_cluster(self, job: Obj) -> Obj:
         ns = _ns(job)
         name = job["status"]["rayClusterName"]
-        cached = self._cached(self.clusters, ns, name)
+        cached = self.clusters.get(ns, name)
         if cached is not None:
             return cached
         if job["spec"].get("clusterSelector"):
@@ -479,7 +491,7 @@ class RayJobReconciler:
 
     async def _create_submitter_if_needed(self, job: Obj, cluster: Obj) -> None:
         ns, name = _ns(job), job["metadata"]["name"]
-        if self._cached(self.jobs, ns, name) is not None:
+        if self.jobs.get(ns, name) is not None:
             return
         submitter = rjb.build_submitter_job(job, cluster.get("spec") or {})
         if self.config.scheduler is not None:
@@ -506,7 +518,7 @@ class RayJobReconciler:
         pod's sidecar container (SidecarMode)."""
         ns = _ns(job)
         if mode == c.K8S_JOB_MODE:
-            submitter = self._cached(self.jobs, ns, job["metadata"]["name"])
+            submitter = self.jobs.get(ns, job["metadata"]["name"])
             return st.check_submitter_job(job, submitter, self.now())
         head = self._head_pod(ns, job["status"].get("rayClusterName") or "")
         restart = self.config.gates.enabled(features.SIDECAR_SUBMITTER_RESTART)
@@ -516,7 +528,7 @@ class RayJobReconciler:
         want = rjb.build_job_head_service(job, cluster, self.config.build)
         ns = _ns(job)
         name = want["metadata"]["name"]
-        have = self._cached(self.services, ns, name)
+        have = self.services.get(ns, name)
         if have is None:
             # A failed create is reported by the error the pass ends with, not by an event.
             events = child_events("Create", f"service {ns}/{name}", c.EVENT_CREATED_SERVICE, None)
@@ -650,7 +662,7 @@ class RayJobReconciler:
         return st.ttl_wait(job, ttl, self.now())
 
     async def _deletion_rules(self, job: Obj, rules: list[Obj]) -> Result:
-        cluster = self._cached(self.clusters, _ns(job), job["status"].get("rayClusterName") or "")
+        cluster = self.clusters.get(_ns(job), job["status"].get("rayClusterName") or "")
         due, next_wait = st.due_deletion(
             job,
             rules,
@@ -676,7 +688,7 @@ class RayJobReconciler:
         # The token is the cluster's: the spec the job made it from, or the selected one's.
         spec = job["spec"].get("rayClusterSpec") or {}
         if job["spec"].get("clusterSelector"):
-            cluster = self._cached(self.clusters, ns, cluster_name)
+            cluster = self.clusters.get(ns, cluster_name)
             spec = (cluster or {}).get("spec") or {}
         return await self.dashboard_access.open(str(url), ns, spec, cluster_name)
 
@@ -685,7 +697,7 @@ class RayJobReconciler:
         status = job["status"]
         meta = job["metadata"]
         now = self.now()
-        cluster = self._cached(self.clusters, _ns(job), status.get("rayClusterName") or "")
+        cluster = self.clusters.get(_ns(job), status.get("rayClusterName") or "")
         if not st.prepare_write(job, old, cluster, now):
             return False
         body = {
@@ -699,9 +711,9 @@ class RayJobReconciler:
             "spec": job["spec"],
             "status": status,
         }
-        await self.client.update_status(RAYJOBS, body)
-        key = f"{meta.get('namespace')}/{meta['name']}"
-        self._written_over[key] = meta["resourceVersion"]
+        written = await self.client.update_status(RAYJOBS, body)
+        # No write-through (``based_on``): the next pass waits for the watch (see reconcile).
+        self.rayjobs.record_write(written)
         # Reported once the end is recorded (a failed write, retried next pass, reports then).
         if self.on_attempt_end is not None:
             ended = st.attempt_end(job, old, self.now())
@@ -734,34 +746,23 @@ def register(
     namespaces: list[str] | None,
     dashboard_factory: DashboardFactory,
 ) -> RayJobReconciler:
-    """Builds the reconciler and wires it into ``mgr``: one set of informers per watched
-    namespace (all namespaces when none is given) and the controller that owns the RayJob's
-    clusters, Services and submitter Jobs."""
+    """Builds the reconciler over the manager's caches of the watched namespaces (all when
+    none is given) and wires in the controller that owns the RayJob's clusters, Services and
+    submitter Jobs."""
     reconciler = RayJobReconciler(
-        mgr.client, config, dashboard_factory, mgr.recorder(c.RECORDER_RAYJOB)
+        mgr.client,
+        config,
+        dashboard_factory,
+        mgr.recorder(c.RECORDER_RAYJOB),
+        caches=mgr,
+        namespaces=namespaces,
     )
     ctrl = mgr.controller("rayjob", reconciler.reconcile, concurrency=config.concurrency)
-    ns_list: list[str | None] = list(namespaces) if namespaces else [None]
-    for ns in ns_list:
-        rayjobs = mgr.informer(RAYJOBS, namespace=ns)
-        clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
-        services = mgr.informer(SERVICES, namespace=ns, label_selector=SERVICE_SELECTOR)
-        jobs = mgr.informer(JOBS, namespace=ns, label_selector=OWNED_SELECTOR)
-        pods = mgr.informer(
-            PODS, namespace=ns, label_selector=POD_SELECTOR, transform=projector(POD_FIELDS)
-        )
-        # Same index the RayCluster controller keeps on this shared informer (idempotent).
-        pods.store.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
-        ctrl.for_(rayjobs)
-        # A deleted object's event budget and aggregation state go with it.
-        rayjobs.add_handler(Handler(on_delete=reconciler.forget))
-        ctrl.owns(clusters, c.KIND_RAYJOB, c.GROUP)
-        ctrl.owns(services, c.KIND_RAYJOB, c.GROUP)
-        ctrl.owns(jobs, c.KIND_RAYJOB, c.GROUP)
-        reconciler.rayjobs.append(rayjobs)
-        reconciler.clusters.append(clusters)
-        reconciler.services.append(services)
-        reconciler.jobs.append(jobs)
-        reconciler.pods.append(pods)
+    ctrl.for_(reconciler.rayjobs)
+    # A deleted object's event budget and aggregation state go with it.
+    reconciler.rayjobs.add_handler(Handler(on_delete=reconciler.forget))
+    ctrl.owns(reconciler.clusters, c.KIND_RAYJOB, c.GROUP)
+    ctrl.owns(reconciler.services, c.KIND_RAYJOB, c.GROUP)
+    ctrl.owns(reconciler.jobs, c.KIND_RAYJOB, c.GROUP)
     reconciler.controller = ctrl
     return reconciler

@@ -9,7 +9,8 @@ cluster serves, when to prepare a new one, each incremental step) are pure funct
 ``rayservice_status`` and ``rayservice_incremental``, fed with what this module observed and one
 clock reading; this module reads the caches, talks to the API server and the dashboards, and
 makes the writes those functions ask for. The Serve proxy probe is ``kuberay.ray.serve``.
-``RayServiceReconciler`` is built without a Manager; ``register`` wires it into one.
+``RayServiceReconciler`` is built without a Manager (over standalone caches); ``register``
+builds it over the manager's caches and wires it into the manager.
 
 Invariants and failure modes:
 - Intent before action. A new cluster's name is written to
@@ -50,9 +51,12 @@ Invariants and failure modes:
   spec cancels the rollback.
 - The Gateway API is used through plain REST calls, never informers: the operator starts and
   runs without the Gateway API CRDs; an incremental RayService then says they are missing.
-- One status write per pass, at the end, with optimistic concurrency (Conflict -> requeue);
-  the written object is put into the cache (``apply_own_write``) so the next pass starts from
-  it instead of the stale copy.
+- One status write per pass, at the end, with optimistic concurrency (Conflict -> requeue).
+  The written object is recorded in the RayService cache (``record_write`` with the version it
+  replaced), and so is the cluster a serve-config annotation patch answered: the next pass reads
+  those versions, never the copies they replaced, even before the watch delivers them (so its
+  status write does not fail with a Conflict). Unlike RayJob, a pass does not wait for the
+  watch to deliver those writes first.
 - The head pod's ``ray.io/serve`` label follows the serve proxy health check
   (``/-/healthz`` on the serve port). When the proxy cannot be reached at all (KWOK pods have
   no processes, or the probe is disabled) the dashboard's application statuses are the
@@ -85,7 +89,6 @@ from kuberay.controllers import rayservice_status as rss
 from kuberay.controllers.common import (
     POD_SELECTOR,
     RAYCLUSTERS,
-    find_cached,
     random_suffix,
     rfc3339,
 )
@@ -101,6 +104,7 @@ from kuberay.controllers.reconcile import (
 )
 from kuberay.ray.dashboard import DashboardClient, DashboardError, DashboardFactory
 from kuberay.ray.serve import HealthProbe, proxy_healthz
+from kuberay.runtime.cache import CacheSource, StandaloneCaches
 from kuberay.runtime.client import (
     ENDPOINTSLICES,
     PODS,
@@ -111,7 +115,7 @@ from kuberay.runtime.client import (
 from kuberay.runtime.controller import Controller, Request, Result
 from kuberay.runtime.errors import AlreadyExists, Conflict, NotFound
 from kuberay.runtime.events import WARNING, EventRecorder
-from kuberay.runtime.informer import Handler, Informer
+from kuberay.runtime.informer import Handler
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import POD_FIELDS, FieldTree, Obj, Shared, index_by_label, projector
 
@@ -202,9 +206,10 @@ class RayServiceConfig:
 
 
 class RayServiceReconciler:
-    """Reconciles RayServices. Construction needs no Manager: the caches it reads are the
-    informer lists (one informer per watched namespace), empty until ``register`` wires it,
-    so a test can build one around its own client, recorder and informers."""
+    """Reconciles RayServices. Construction needs no Manager: the caches it reads (with their
+    indexes) come from ``caches`` for ``namespaces`` (None: all), by default standalone ones
+    that are never started, so a test can build one around its own client, recorder and
+    hand-filled stores."""
 
     def __init__(
         self,
@@ -212,16 +217,32 @@ class RayServiceReconciler:
         recorder: EventRecorder,
         config: RayServiceConfig,
         dashboard_factory: DashboardFactory,
+        *,
+        caches: CacheSource | None = None,
+        namespaces: list[str] | None = None,
     ) -> None:
         self.client = client
         self.config = config
         self.dashboard_access = DashboardAccess.configured(client, dashboard_factory, config)
         self.recorder = recorder
-        self.rayservices: list[Informer] = []
-        self.clusters: list[Informer] = []
-        self.services: list[Informer] = []
-        self.pods: list[Informer] = []
-        self.slices: list[Informer] = []
+        caches = caches or StandaloneCaches(client)
+        self.rayservices = caches.cache(RAYSERVICES, namespaces=namespaces)
+        self.clusters = caches.cache(RAYCLUSTERS, namespaces=namespaces)
+        self.clusters.add_indexer("origin", index_by_label(c.LABEL_ORIGINATED_FROM_CR_NAME))
+        self.services = caches.cache(
+            SERVICES, namespaces=namespaces, label_selector=SERVICE_SELECTOR
+        )
+        self.pods = caches.cache(
+            PODS,
+            namespaces=namespaces,
+            label_selector=POD_SELECTOR,
+            transform=projector(POD_FIELDS),
+        )
+        self.pods.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
+        self.slices = caches.cache(
+            ENDPOINTSLICES, namespaces=namespaces, transform=projector(ENDPOINTSLICE_FIELDS)
+        )
+        self.slices.add_indexer("service", index_by_label(c.LABEL_ENDPOINTSLICE_SERVICE_NAME))
         self.controller: Controller | None = None
 
     # ------------------------------------------------------------------ helpers
@@ -231,16 +252,9 @@ class RayServiceReconciler:
     def now(self) -> float:
         return self.config.clock()
 
-    _cached = staticmethod(find_cached)
-
     def _owned_clusters(self, ns: str, svc_name: str) -> list[Obj]:
-        out = []
-        for inf in self.clusters:
-            for obj in inf.store.by_index("origin", f"{ns}/{svc_name}"):
-                labels = obj["metadata"].get("labels") or {}
-                if labels.get(c.LABEL_ORIGINATED_FROM_CRD) == c.KIND_RAYSERVICE:
-                    out.append(obj)
-        return out
+        named = self.clusters.list(index="origin", value=f"{ns}/{svc_name}")
+        return [obj for obj in named if _originated_from_crd(obj) == c.KIND_RAYSERVICE]
 
     def _head_pod(self, ns: str, cluster: str) -> Obj | None:
         return cached_head_pod(self.pods, ns, cluster)
@@ -346,7 +360,7 @@ class RayServiceReconciler:
         """The active cluster (from the cache) and the pending one (created when only its name
         exists yet), both updated in place when the goal only grew their worker groups."""
         ns = svc["metadata"]["namespace"]
-        active = self._cached(self.clusters, ns, active_name) if active_name else None
+        active = self.clusters.get(ns, active_name) if active_name else None
         pending = await self._ensure_pending(svc, pending_name) if pending_name else None
         if active is not None:
             active = await self._update_in_place(svc, active)
@@ -494,16 +508,13 @@ class RayServiceReconciler:
         children: list[tuple[Resource, Obj]] = [
             (RAYCLUSTERS, x) for x in self._owned_clusters(ns, name)
         ]
-        for inf in self.services:
-            for item in inf.store.values():
-                meta = item.get("metadata") or {}
-                labels = meta.get("labels") or {}
-                if (
-                    meta.get("namespace") == ns
-                    and labels.get(c.LABEL_ORIGINATED_FROM_CR_NAME) == name
-                    and labels.get(c.LABEL_ORIGINATED_FROM_CRD) == c.KIND_RAYSERVICE
-                ):
-                    children.append((SERVICES, item))
+        for item in self.services.list(ns):
+            labels = item["metadata"].get("labels") or {}
+            if (
+                labels.get(c.LABEL_ORIGINATED_FROM_CR_NAME) == name
+                and labels.get(c.LABEL_ORIGINATED_FROM_CRD) == c.KIND_RAYSERVICE
+            ):
+                children.append((SERVICES, item))
         for res, obj in children:
             remaining = True
             if obj["metadata"].get("deletionTimestamp"):
@@ -617,7 +628,7 @@ class RayServiceReconciler:
     # ------------------------------------------------------------------ clusters
     async def _ensure_pending(self, svc: Obj, name: str) -> Obj | None:
         ns = svc["metadata"]["namespace"]
-        cached = self._cached(self.clusters, ns, name)
+        cached = self.clusters.get(ns, name)
         if cached is not None:
             return cached
         events = child_events(
@@ -741,7 +752,7 @@ class RayServiceReconciler:
         ns = svc["metadata"]["namespace"]
         for cluster in clusters:
             sname = names.serve_service_name(str(cluster["metadata"]["name"]))
-            if self._cached(self.services, ns, sname) is not None:
+            if self.services.get(ns, sname) is not None:
                 continue
             events = child_events(
                 "Create",
@@ -946,8 +957,7 @@ class RayServiceReconciler:
         except NotFound:
             return
         meta.setdefault("annotations", {})[c.ANNOTATION_SERVE_CONFIG_HASH] = config_hash
-        for inf in self.clusters:
-            inf.apply_own_write(updated, meta.get("resourceVersion") or "")
+        self.clusters.record_write(updated, based_on=meta.get("resourceVersion") or "")
 
     async def _update_serve_label(
         self, svc: Obj, cluster: Obj, apps: dict[str, Obj] | None
@@ -997,7 +1007,7 @@ class RayServiceReconciler:
         target_name = str(target["metadata"]["name"])
         for want in wanted:
             sname = want["metadata"]["name"]
-            have = self._cached(self.services, ns, sname)
+            have = self.services.get(ns, sname)
             if have is None:
                 # A failed create is reported by the error the pass ends with, not by an event.
                 events = child_events(
@@ -1030,17 +1040,13 @@ class RayServiceReconciler:
         ns = svc["metadata"]["namespace"]
         slices = []
         for sname in rss.serve_service_names(svc, incremental=incremental):
-            for inf in self.slices:
-                slices.extend(inf.store.by_index("service", f"{ns}/{sname}"))
+            slices.extend(self.slices.list(index="service", value=f"{ns}/{sname}"))
         return rsb.count_ready_endpoints(slices)
 
     def _serve_pods_ready(self, svc: Obj, cluster: Obj) -> int:
         """Serving pods of ``cluster`` (``rss.count_serving_pods``) from the pod cache."""
         ns, cname = svc["metadata"]["namespace"], cluster["metadata"]["name"]
-        pods: list[Obj] = []
-        for inf in self.pods:
-            pods.extend(inf.store.by_index("cluster", f"{ns}/{cname}"))
-        return rss.count_serving_pods(pods)
+        return rss.count_serving_pods(self.pods.list(index="cluster", value=f"{ns}/{cname}"))
 
     # ------------------------------------------------------------------ status
     def _set_condition(
@@ -1089,9 +1095,13 @@ class RayServiceReconciler:
             written = await self.client.update_status(RAYSERVICES, body)
         except (Conflict, NotFound):
             return False
-        for inf in self.rayservices:
-            inf.apply_own_write(written, meta["resourceVersion"])
+        self.rayservices.record_write(written, based_on=meta["resourceVersion"])
         return True
+
+
+def _originated_from_crd(obj: Obj) -> str | None:
+    labels: Obj = obj["metadata"].get("labels") or {}
+    return labels.get(c.LABEL_ORIGINATED_FROM_CRD)
 
 
 def register(
@@ -1100,35 +1110,21 @@ def register(
     namespaces: list[str] | None,
     dashboard_factory: DashboardFactory,
 ) -> RayServiceReconciler:
-    """Builds the reconciler and wires it into ``mgr``: its controller, and per watched
-    namespace (None: all) the informers it reads, with the indexes it looks things up by."""
+    """Builds the reconciler over the manager's caches of the watched namespaces (None: all)
+    and wires in its controller."""
     rec = RayServiceReconciler(
-        mgr.client, mgr.recorder(c.RECORDER_RAYSERVICE), config, dashboard_factory
+        mgr.client,
+        mgr.recorder(c.RECORDER_RAYSERVICE),
+        config,
+        dashboard_factory,
+        caches=mgr,
+        namespaces=namespaces,
     )
     ctrl = mgr.controller("rayservice", rec.reconcile, concurrency=config.concurrency)
-    ns_list: list[str | None] = list(namespaces) if namespaces else [None]
-    for ns in ns_list:
-        rayservices = mgr.informer(RAYSERVICES, namespace=ns)
-        clusters = mgr.informer(RAYCLUSTERS, namespace=ns)
-        services = mgr.informer(SERVICES, namespace=ns, label_selector=SERVICE_SELECTOR)
-        pods = mgr.informer(
-            PODS, namespace=ns, label_selector=POD_SELECTOR, transform=projector(POD_FIELDS)
-        )
-        pods.store.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
-        slices = mgr.informer(
-            ENDPOINTSLICES, namespace=ns, transform=projector(ENDPOINTSLICE_FIELDS)
-        )
-        clusters.store.add_indexer("origin", index_by_label(c.LABEL_ORIGINATED_FROM_CR_NAME))
-        slices.store.add_indexer("service", index_by_label(c.LABEL_ENDPOINTSLICE_SERVICE_NAME))
-        ctrl.for_(rayservices)
-        # A deleted object's event budget and aggregation state go with it.
-        rayservices.add_handler(Handler(on_delete=rec.forget))
-        ctrl.owns(clusters, c.KIND_RAYSERVICE, c.GROUP)
-        ctrl.owns(services, c.KIND_RAYSERVICE, c.GROUP)
-        rec.rayservices.append(rayservices)
-        rec.clusters.append(clusters)
-        rec.services.append(services)
-        rec.pods.append(pods)
-        rec.slices.append(slices)
+    ctrl.for_(rec.rayservices)
+    # A deleted object's event budget and aggregation state go with it.
+    rec.rayservices.add_handler(Handler(on_delete=rec.forget))
+    ctrl.owns(rec.clusters, c.KIND_RAYSERVICE, c.GROUP)
+    ctrl.owns(rec.services, c.KIND_RAYSERVICE, c.GROUP)
     rec.controller = ctrl
     return rec

@@ -1,5 +1,5 @@
 """What every ray.io reconciler does around its own logic: pick the object of a request out of
-the informer cache as a private working copy (the reconcile preamble), find a cluster's live
+its ``ResourceCache`` as a private working copy (the reconcile preamble), find a cluster's live
 head pod in the pod cache, and write an owned child with the events upstream records for that
 write (including the one Service write that moves traffic, ``selector_patch``).
 
@@ -30,12 +30,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from kuberay.api import constants as c
-from kuberay.controllers.common import find_cached
 from kuberay.ray.dashboard import DashboardError
+from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.controller import Request
 from kuberay.runtime.errors import ApiError
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
-from kuberay.runtime.informer import Informer
 from kuberay.runtime.store import Obj
 
 T = TypeVar("T")
@@ -82,7 +81,7 @@ def working_copy(
 
 
 def fetch_working_copy(
-    informers: list[Informer],
+    cache: ResourceCache,
     req: Request,
     kind: str,
     *,
@@ -90,8 +89,9 @@ def fetch_working_copy(
     skip_deleting: bool = False,
     ensure: tuple[str, ...] = (),
 ) -> Obj | None:
-    """``working_copy`` of the request's object from the first informer that has it."""
-    cached = find_cached(informers, req.namespace or "", req.name)
+    """``working_copy`` of the request's object as ``cache`` reads it (our own write while the
+    watch has not delivered it yet)."""
+    cached = cache.get(req.namespace or "", req.name)
     return working_copy(
         cached,
         kind,
@@ -101,18 +101,15 @@ def fetch_working_copy(
     )
 
 
-def cached_head_pod(pods: list[Informer], ns: str, cluster: str) -> Obj | None:
-    """The live head pod of ``ns/cluster`` from pod informers indexed by ``cluster``
+def cached_head_pod(pods: ResourceCache, ns: str, cluster: str) -> Obj | None:
+    """The live head pod of ``ns/cluster`` from a pod cache indexed by ``cluster``
     (``ns/<ray.io/cluster>``); a head being deleted does not count (its successor may not
     exist yet)."""
-    for inf in pods:
-        for pod in inf.store.by_index("cluster", f"{ns}/{cluster}"):
-            meta = pod["metadata"]
-            labels = meta.get("labels") or {}
-            if labels.get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD and not meta.get(
-                "deletionTimestamp"
-            ):
-                return pod
+    for pod in pods.list(index="cluster", value=f"{ns}/{cluster}"):
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
+        if labels.get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_HEAD and not meta.get("deletionTimestamp"):
+            return pod
     return None
 
 

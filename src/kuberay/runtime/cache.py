@@ -12,6 +12,9 @@ Invariants and failure modes:
 - The informers are shared through the manager's factory with any code that still asks for them
   one by one, so every reader of a resource sees one store and one write tracker.
 - ``has_synced`` is True only when every informer has listed once; controllers start after it.
+- A reconciler asks a ``CacheSource`` for the caches it reads: the ``Manager`` in the operator,
+  ``StandaloneCaches`` when it is built without one (tests fill those informers' stores by
+  hand; nothing ever starts them).
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Sequence
+from typing import Any, Protocol
 
-from kuberay.runtime.client import Resource
+from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.informer import Handler, Informer
 from kuberay.runtime.store import IndexFunc, Obj, object_key
 
@@ -94,6 +98,55 @@ class ResourceCache:
 
     async def wait_synced(self, timeout: float | None = None) -> None:
         await asyncio.gather(*(inf.wait_synced(timeout) for inf in self.informers))
+
+
+class CacheSource(Protocol):
+    """Where a reconciler gets its caches: ``Manager`` (shared, started with the operator) or
+    ``StandaloneCaches``. ``informer_kwargs`` configure the informers when they are created."""
+
+    def cache(
+        self,
+        resource: Resource,
+        *,
+        namespaces: Sequence[str] | None = None,
+        label_selector: str | None = None,
+        **informer_kwargs: Any,
+    ) -> ResourceCache: ...
+
+
+class StandaloneCaches:
+    """A ``CacheSource`` for a reconciler built without a manager: every call makes a new cache
+    whose informers (one per namespace, or one for the cluster) are never started, so their
+    stores stay empty unless filled by hand."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    def cache(
+        self,
+        resource: Resource,
+        *,
+        namespaces: Sequence[str] | None = None,
+        label_selector: str | None = None,
+        **informer_kwargs: Any,
+    ) -> ResourceCache:
+        informers = [
+            Informer(
+                self.client,
+                resource,
+                namespace=ns,
+                label_selector=label_selector,
+                **informer_kwargs,
+            )
+            for ns in watched_scopes(namespaces)
+        ]
+        return ResourceCache(resource, informers)
+
+
+def watched_scopes(namespaces: Sequence[str] | None) -> builtins.list[str | None]:
+    """The informer namespaces of a cache of ``namespaces``: each once (two informers would
+    list it twice), or None alone (the whole cluster) when none is given."""
+    return list(dict.fromkeys(namespaces)) if namespaces else [None]
 
 
 def _list(inf: Informer, namespace: str | None, index: str | None, value: str) -> list[Obj]:

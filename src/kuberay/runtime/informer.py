@@ -228,12 +228,6 @@ class Informer:
         self.store.upsert(obj)
         return True
 
-    def apply_own_write(self, written: Obj, based_on: str) -> bool:
-        """Deprecated name of ``record_write(written, based_on)``, kept for callers not yet
-        moved to ``ResourceCache``. Without it the next reconcile reads the object as it was
-        before the write and its next write fails with a Conflict (a 409 storm on status)."""
-        return self.record_write(written, based_on)
-
     # ------------------------------------------------------------------ applying events
     def _prepare(self, obj: Obj) -> Obj:
         obj = strip_managed_fields(obj)

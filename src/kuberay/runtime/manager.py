@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kuberay.runtime.cache import ResourceCache
+from kuberay.runtime.cache import ResourceCache, watched_scopes
 from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.controller import Controller
 from kuberay.runtime.events import DROP_REASONS, EventRecorder
@@ -89,8 +89,7 @@ class Manager:
         """The cache of ``resource`` in ``namespaces`` (all when empty or None): one informer
         per watched namespace, or one for the whole cluster. ``kwargs`` configure the informers
         (transform, indexers, ...) when they are created; a cache already made is shared."""
-        # A namespace named twice is watched once (two informers would list it twice).
-        scopes: list[str | None] = list(dict.fromkeys(namespaces)) if namespaces else [None]
+        scopes = watched_scopes(namespaces)
         key = tuple(informer_key(resource, ns, label_selector) for ns in scopes)
         cache = self.caches.get(key)
         if cache is None:

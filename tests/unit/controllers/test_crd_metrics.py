@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from kuberay.api.constants import RAYCLUSTERS, RAYJOBS, RAYSERVICES
 from kuberay.controllers.crd_metrics import RayClusterMetrics, RayJobMetrics, RayServiceMetrics
+from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.informer import Informer
 
 
@@ -43,7 +44,7 @@ def test_metrics_follow_the_cache() -> None:
         }
     )
     registry = CollectorRegistry()
-    registry.register(RayClusterMetrics([inf]))
+    registry.register(RayClusterMetrics(ResourceCache(RAYCLUSTERS, [inf])))
     text = generate_latest(registry).decode()
     assert 'kuberay_cluster_info{name="a",namespace="ns",owner_kind="RayJob",uid="u1"} 1.0' in text
     assert 'kuberay_cluster_info{name="b",namespace="ns",owner_kind="None",uid="u2"} 1.0' in text
@@ -71,7 +72,7 @@ def test_job_metrics_state_from_the_cache_and_attempts_from_the_controller() -> 
         "status": {"jobDeploymentStatus": "Running"},
     }
     inf.store.upsert(job)
-    metrics = RayJobMetrics([inf])
+    metrics = RayJobMetrics(ResourceCache(RAYJOBS, [inf]))
     metrics.observe_execution(job, "Retrying", 0, 12.5)
     metrics.observe_execution(job, "Failed", 1, 3.0)
     text = _text(metrics)
@@ -106,7 +107,7 @@ def test_service_metrics_report_ready_and_upgrade_conditions() -> None:
         }
     )
     inf.store.upsert({"metadata": {"name": "t", "namespace": "ns", "uid": "u2"}})
-    text = _text(RayServiceMetrics([inf]))
+    text = _text(RayServiceMetrics(ResourceCache(RAYSERVICES, [inf])))
     assert 'kuberay_service_info{name="s",namespace="ns",uid="u1"} 1.0' in text
     ready = "kuberay_service_condition_ready"
     upgrading = "kuberay_service_condition_upgrade_in_progress"
@@ -114,3 +115,21 @@ def test_service_metrics_report_ready_and_upgrade_conditions() -> None:
     assert f'{ready}{{condition="false",name="t",namespace="ns",uid="u2"}} 1.0' in text
     assert f'{upgrading}{{condition="false",name="s",namespace="ns",uid="u1"}} 1.0' in text
     assert f'{upgrading}{{condition="false",name="t",namespace="ns",uid="u2"}} 1.0' in text
+
+
+def test_metrics_span_the_watched_namespaces_and_read_only_what_the_watch_delivered() -> None:
+    informers = [Informer(object(), RAYJOBS, namespace=ns) for ns in ("a", "b")]  # type: ignore[arg-type]
+    for inf in informers:
+        inf.store.upsert(
+            {"metadata": {"name": "j", "namespace": inf.namespace, "uid": inf.namespace}}
+        )
+    cache = ResourceCache(RAYJOBS, informers)
+    # Our own write the watch has not delivered yet: the scrape thread leaves it alone.
+    cache.record_write(
+        {"metadata": {"name": "k", "namespace": "a", "uid": "k", "resourceVersion": "5"}}
+    )
+    text = _text(RayJobMetrics(cache))
+    assert 'kuberay_job_info{name="j",namespace="a",uid="a"} 1.0' in text
+    assert 'kuberay_job_info{name="j",namespace="b",uid="b"} 1.0' in text
+    assert 'uid="k"' not in text
+    assert "kuberay_job_info{" not in _text(RayJobMetrics())

@@ -1,6 +1,6 @@
 """The RayJob reconciler built without a manager: what it reads from its caches, hands to the
-status functions and writes back. The client and recorder are small fakes; the caches are real
-stores."""
+status functions and writes back. The client and recorder are small fakes; the caches are the
+reconciler's own standalone ``ResourceCache``s, their informers' stores filled by hand."""
 
 from __future__ import annotations
 
@@ -12,22 +12,12 @@ from kuberay.api import features
 from kuberay.api.features import FeatureGates
 from kuberay.controllers import rayjob as rj
 from kuberay.controllers.common import rfc3339
+from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import KubeClient
+from kuberay.runtime.controller import Request, Result
 from kuberay.runtime.events import EventRecorder
-from kuberay.runtime.informer import Informer
-from kuberay.runtime.store import Store, index_by_label
 
 T0 = 1_700_000_000.0
-
-
-class Cache:
-    """Stands in for an informer: only its store is read."""
-
-    def __init__(self, *objs: dict[str, Any]) -> None:
-        self.store = Store()
-        self.store.add_indexer("cluster", index_by_label("ray.io/cluster"))
-        for obj in objs:
-            self.store.upsert(obj)
 
 
 class Client:
@@ -35,24 +25,39 @@ class Client:
         self.status_writes: list[dict[str, Any]] = []
 
     async def update_status(self, resource: Any, body: dict[str, Any]) -> dict[str, Any]:
+        """Records the body; answers it at the next resourceVersion, as the server does."""
         self.status_writes.append(body)
-        return body
+        rv = str(int(body["metadata"]["resourceVersion"]) + 1)
+        return {**body, "metadata": {**body["metadata"], "resourceVersion": rv}}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def event(self, obj: Any, etype: str, reason: str, message: str, action: str = "") -> None:
+        self.reasons.append(reason)
 
 
 def reconciler(
-    client: Client | None = None, gates: FeatureGates | None = None, now: float = T0
+    client: Client | None = None,
+    gates: FeatureGates | None = None,
+    now: float = T0,
+    recorder: Recorder | None = None,
 ) -> rj.RayJobReconciler:
     config = rj.RayJobConfig(gates=gates or FeatureGates(), clock=lambda: now)
     return rj.RayJobReconciler(
         cast(KubeClient, client or Client()),
         config,
         lambda *a, **k: None,  # type: ignore[arg-type]
-        cast(EventRecorder, None),
+        cast(EventRecorder, recorder),
     )
 
 
-def caches(*objs: dict[str, Any]) -> list[Informer]:
-    return [cast(Informer, Cache(*objs))]
+def fill(cache: ResourceCache, *objs: dict[str, Any]) -> None:
+    """Puts ``objs`` into the cache as if its informer had listed them."""
+    for obj in objs:
+        cache.informers[0].store.upsert(obj)
 
 
 def job(**status: Any) -> dict[str, Any]:
@@ -65,7 +70,10 @@ def job(**status: Any) -> dict[str, Any]:
 
 def test_a_reconciler_needs_no_manager() -> None:
     r = reconciler()
-    assert (r.rayjobs, r.clusters, r.services, r.jobs, r.pods) == ([], [], [], [], [])
+    caches = (r.rayjobs, r.clusters, r.services, r.jobs, r.pods)
+    assert [cache.list() for cache in caches] == [[], [], [], [], []]
+    assert [inf.namespace for cache in caches for inf in cache.informers] == [None] * 5
+    assert r.services.informers[0].label_selector == rj.SERVICE_SELECTOR
     assert r.controller is None
     assert r.now() == T0
 
@@ -87,7 +95,7 @@ def test_k8s_job_mode_reads_the_cached_submitter(
     cached: list[dict[str, Any]], want: tuple[bool, float | None]
 ) -> None:
     r = reconciler()
-    r.jobs = caches(*cached)
+    fill(r.jobs, *cached)
     assert r.check_submitter(job(jobDeploymentStatus="Running"), "K8sJobMode") == want
 
 
@@ -122,7 +130,7 @@ def test_sidecar_mode_reads_the_cached_head_pod(
 ) -> None:
     gates = FeatureGates({features.SIDECAR_SUBMITTER_RESTART: restart})
     r = reconciler(gates=gates)
-    r.pods = caches(*pods)
+    fill(r.pods, *pods)
     obj = job(jobDeploymentStatus="Running", rayClusterName="c")
     assert r.check_submitter(obj, "SidecarMode") == want
 
@@ -130,7 +138,6 @@ def test_sidecar_mode_reads_the_cached_head_pod(
 async def test_one_status_write_and_the_attempt_end_is_reported_once() -> None:
     client = Client()
     r = reconciler(client, now=T0 + 30)
-    r.clusters = caches()
     ended: list[tuple[str, int, float]] = []
     r.on_attempt_end = lambda obj, state, retries, seconds: ended.append((state, retries, seconds))
     obj = job(jobDeploymentStatus="Failed", failed=1)
@@ -145,3 +152,24 @@ async def test_one_status_write_and_the_attempt_end_is_reported_once() -> None:
     assert not await r._write_status(obj, {**obj["status"], "conditions": []})
     assert len(client.status_writes) == 1
     assert len(ended) == 1
+
+
+async def test_after_its_status_write_a_pass_waits_for_the_watch() -> None:
+    """The written status is recorded in the RayJob cache; until the watch delivers that version
+    every pass only requeues shortly (it would act on its own write, not on what the watch says
+    the object is after it), and then it reconciles again (here: finds the empty spec invalid)."""
+    client, recorder = Client(), Recorder()
+    r = reconciler(client, now=T0 + 30, recorder=recorder)
+    obj = job(jobDeploymentStatus="Failed", failed=1)
+    fill(r.rayjobs, obj)
+    old = {**obj["status"], "jobDeploymentStatus": "Running", "failed": 0}
+    assert await r._write_status(obj, old)
+    assert not r.rayjobs.is_fresh("ns", "j")
+    assert await r.reconcile(Request("ns", "j")) == Result(requeue_after=0.2)
+    assert (len(client.status_writes), recorder.reasons) == (1, [])
+    sent = client.status_writes[0]
+    delivered = {**sent, "metadata": {**sent["metadata"], "resourceVersion": "8"}}
+    r.rayjobs.informers[0]._apply("MODIFIED", delivered)
+    assert r.rayjobs.is_fresh("ns", "j")
+    assert await r.reconcile(Request("ns", "j")) is None
+    assert recorder.reasons == ["InvalidRayJobSpec"]

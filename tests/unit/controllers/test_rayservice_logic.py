@@ -730,7 +730,8 @@ def test_a_reconciler_is_built_without_a_manager() -> None:
         lambda *a, **k: None,  # type: ignore[arg-type]
     )
     assert rec.controller is None
-    assert rec.rayservices == []
+    assert rec.rayservices.list() == []
+    assert [inf.namespace for inf in rec.rayservices.informers] == [None]
     svc = _initializing("30", NOW)
     assert rec._initializing_timed_out(svc)
     assert (rss.condition(svc, "Ready") or {})["reason"] == "InitializingTimeout"
@@ -739,7 +740,7 @@ def test_a_reconciler_is_built_without_a_manager() -> None:
     assert len(recorder.events) == 1, "reported once"
 
 
-async def test_register_wires_one_informer_set_per_namespace() -> None:
+async def test_register_wires_caches_of_the_watched_namespaces() -> None:
     from kuberay.runtime.client import ClientConfig, KubeClient
     from kuberay.runtime.manager import Manager, ManagerOptions
 
@@ -749,7 +750,8 @@ async def test_register_wires_one_informer_set_per_namespace() -> None:
         rec = register(mgr, RayServiceConfig(), ["a", "b"], lambda *a, **k: None)  # type: ignore[arg-type]
         assert rec.controller is not None
         assert rec.controller in mgr.controllers
-        for informers in (rec.rayservices, rec.clusters, rec.services, rec.pods, rec.slices):
-            assert [inf.namespace for inf in informers] == ["a", "b"]
+        for cache in (rec.rayservices, rec.clusters, rec.services, rec.pods, rec.slices):
+            assert [inf.namespace for inf in cache.informers] == ["a", "b"]
+            assert cache in mgr.caches.values()
     finally:
         await client.close()

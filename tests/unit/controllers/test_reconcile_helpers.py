@@ -12,21 +12,13 @@ from kuberay.api import constants as c
 from kuberay.controllers import dashboards as d
 from kuberay.controllers import reconcile as r
 from kuberay.ray.dashboard import DashboardClient, DashboardError
-from kuberay.runtime.client import KubeClient
+from kuberay.runtime.cache import ResourceCache
+from kuberay.runtime.client import PODS, KubeClient
 from kuberay.runtime.controller import Request
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound, ServerError
 from kuberay.runtime.events import EventRecorder
 from kuberay.runtime.informer import Informer
-from kuberay.runtime.store import Store
-
-
-class Cache:
-    """Stands in for an informer: only its store is read."""
-
-    def __init__(self, *objs: dict[str, Any]) -> None:
-        self.store = Store()
-        for obj in objs:
-            self.store.upsert(obj)
+from kuberay.runtime.store import index_by_label
 
 
 class Recorder:
@@ -37,8 +29,14 @@ class Recorder:
         self.events.append((etype, reason, message, action))
 
 
-def caches(*objs: dict[str, Any]) -> list[Informer]:
-    return [cast(Informer, Cache()), cast(Informer, Cache(*objs))]
+def caches(*objs: dict[str, Any]) -> ResourceCache:
+    """A cache of two watched namespaces, "other" and "ns", with ``objs`` listed in "ns"."""
+    informers = [
+        Informer(cast(KubeClient, None), c.RAYJOBS, namespace=ns) for ns in ("other", "ns")
+    ]
+    for o in objs:
+        informers[1].store.upsert(o)
+    return ResourceCache(c.RAYJOBS, informers)
 
 
 def obj(**spec: Any) -> dict[str, Any]:
@@ -84,6 +82,17 @@ def test_the_copy_is_isolated_from_the_cache_and_names_its_kind() -> None:
     assert "labels" not in cached["metadata"]
     assert "status" not in cached
     assert "kind" not in cached
+
+
+def test_the_copy_is_of_our_own_write_until_the_watch_delivers_it() -> None:
+    cache = caches(obj())
+    written = obj(nested={"a": 2})
+    written["metadata"]["resourceVersion"] = "4"
+    cache.record_write(written)
+    got = r.fetch_working_copy(cache, REQ, c.KIND_RAYJOB)
+    assert got is not None
+    assert got["spec"]["nested"] == {"a": 2}
+    assert got is not cache.get("ns", "o")
 
 
 def test_ensure_replaces_a_missing_or_null_section_only() -> None:
@@ -341,11 +350,13 @@ def test_cached_head_pod_skips_workers_and_a_head_being_deleted() -> None:
             meta["deletionTimestamp"] = "2024-01-01T00:00:00Z"
         return {"metadata": meta}
 
-    cache = Cache(pod("w", "worker"), pod("old", "head", deleting=True))
-    cache.store.add_indexer("cluster", lambda o: [f"ns/{o['metadata']['labels'][c.LABEL_CLUSTER]}"])
-    pods = [cast(Informer, cache)]
+    informer = Informer(cast(KubeClient, None), PODS)
+    informer.store.upsert(pod("w", "worker"))
+    informer.store.upsert(pod("old", "head", deleting=True))
+    pods = ResourceCache(PODS, [informer])
+    pods.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
     assert r.cached_head_pod(pods, "ns", "c") is None
-    cache.store.upsert(pod("new", "head"))
+    informer.store.upsert(pod("new", "head"))
     assert (r.cached_head_pod(pods, "ns", "c") or {})["metadata"]["name"] == "new"
     assert r.cached_head_pod(pods, "ns", "other") is None
 
