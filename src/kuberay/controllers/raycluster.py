@@ -29,7 +29,6 @@ Invariants and failure modes:
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime as dt
 import logging
 import os
@@ -63,6 +62,7 @@ from kuberay.controllers.common import (
     RAYCLUSTERS,
     random_suffix,
 )
+from kuberay.controllers.reconcile import child_events, working_copy, write_child
 from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import (
     JOBS,
@@ -267,13 +267,9 @@ class RayClusterReconciler:
         if cached is None:
             self.expectations.drop_prefix(f"{ns}/{req.name}/")
             return None
-        spec = cached.get("spec") or {}
-        managed_by = spec.get("managedBy")
-        if managed_by is not None and managed_by != c.MANAGED_BY_KUBERAY:
+        cluster = working_copy(cached, c.KIND_RAYCLUSTER)
+        if cluster is None:
             return None
-        cluster = copy.deepcopy(cached)
-        cluster.setdefault("apiVersion", "ray.io/v1")
-        cluster.setdefault("kind", c.KIND_RAYCLUSTER)
         spec = cluster["spec"]
         spec["headGroupSpec"].setdefault("rayStartParams", {})
         for group in spec.get("workerGroupSpecs") or []:
@@ -392,19 +388,19 @@ class RayClusterReconciler:
             return False
         where = f"{obj.get('kind', res.plural)} {meta.get('namespace')}/{meta.get('name')}"
         try:
-            await self.client.create(res, obj, meta.get("namespace"))
+            if events is None:
+                await self.client.create(res, obj, meta.get("namespace"))
+            else:
+                cluster, created, failed = events
+                await write_child(
+                    self.recorder,
+                    cluster,
+                    child_events("Create", where, created, failed),
+                    self.client.create(res, obj, meta.get("namespace")),
+                    benign=(AlreadyExists,),
+                )
         except AlreadyExists:
             return False
-        except ApiError as exc:
-            if events is not None:
-                cluster, _, failed = events
-                detail = exc.message or str(exc)
-                note = f"Failed to create {where}: {detail}"
-                self.recorder.event(cluster, WARNING, failed, note, "Create")
-            raise
-        if events is not None:
-            cluster, created, _ = events
-            self.recorder.event(cluster, NORMAL, created, f"Created {where}", "Create")
         return True
 
     async def _reconcile_rbac(self, cluster: Obj) -> None:
@@ -526,9 +522,11 @@ class RayClusterReconciler:
             have["metadata"]["labels"] = want["metadata"].get("labels")
             have["metadata"]["annotations"] = want["metadata"].get("annotations")
             have["spec"] = spec
-            await self.client.update(INGRESSES, have)
-            self.recorder.event(
-                cluster, NORMAL, c.EVENT_UPDATED_INGRESS, f"Updated ingress {ns}/{name}", "Update"
+            await write_child(
+                self.recorder,
+                cluster,
+                child_events("Update", f"ingress {ns}/{name}", c.EVENT_UPDATED_INGRESS, None),
+                self.client.update(INGRESSES, have),
             )
 
     async def _reconcile_auth_secret(self, cluster: Obj) -> None:
@@ -1103,7 +1101,7 @@ class RayClusterReconciler:
             return False
         new["lastUpdateTime"] = st.now_rfc3339()
         body = {
-            "apiVersion": "ray.io/v1",
+            "apiVersion": c.API_VERSION,
             "kind": c.KIND_RAYCLUSTER,
             "metadata": {
                 "name": meta["name"],
