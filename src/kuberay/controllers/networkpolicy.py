@@ -27,11 +27,12 @@ from typing import Any
 from kuberay.api import constants as c
 from kuberay.api.constants import RAYCLUSTERS
 from kuberay.builders.network_policy import build_network_policies
+from kuberay.controllers.reconcile import WriteEvents, child_events, working_copy, write_child
 from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.controller import Request, Result, generation_changed
-from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
-from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
+from kuberay.runtime.errors import AlreadyExists, Conflict, NotFound
+from kuberay.runtime.events import WARNING, EventRecorder
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import Obj
 
@@ -92,20 +93,13 @@ class NetworkPolicyReconciler:
 
     async def reconcile(self, req: Request) -> Result | None:
         ns = req.namespace or ""
-        cached = self.clusters.get(ns, req.name)
-        if cached is None:
+        cluster = working_copy(
+            self.clusters.get(ns, req.name), c.KIND_RAYCLUSTER, skip_deleting=True
+        )
+        if cluster is None:
             return None
-        meta = cached["metadata"]
-        spec = cached.get("spec") or {}
-        if meta.get("deletionTimestamp"):
-            return None
-        managed_by = spec.get("managedBy")
-        if managed_by is not None and managed_by != c.MANAGED_BY_KUBERAY:
-            return None
-        cluster = copy.deepcopy(cached)
-        cluster.setdefault("apiVersion", c.API_VERSION)
-        cluster.setdefault("kind", c.KIND_RAYCLUSTER)
-        uid = meta.get("uid", "")
+        spec = cluster.get("spec") or {}
+        uid = cluster["metadata"].get("uid", "")
         want = build_network_policies(cluster) if spec.get("networkPolicy") else []
         owned = self._owned_policies(ns, req.name, uid)
         blocked = False
@@ -123,8 +117,20 @@ class NetworkPolicyReconciler:
     async def _create(self, cluster: Obj, policy: Obj) -> bool:
         """False when the name belongs to a policy this cluster does not own."""
         ns, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
+        events = _events(
+            "Create",
+            policy,
+            c.EVENT_CREATED_NETWORK_POLICY,
+            c.EVENT_FAILED_TO_CREATE_NETWORK_POLICY,
+        )
         try:
-            await self.client.create(NETWORKPOLICIES, policy, ns)
+            await write_child(
+                self.recorder,
+                cluster,
+                events,
+                self.client.create(NETWORKPOLICIES, policy, ns),
+                benign=(AlreadyExists,),
+            )
         except AlreadyExists:
             try:
                 existing = await self.client.get(NETWORKPOLICIES, name, ns)
@@ -141,76 +147,56 @@ class NetworkPolicyReconciler:
                 "Create",
             )
             return False
-        except ApiError as exc:
-            self.recorder.event(
-                cluster,
-                WARNING,
-                c.EVENT_FAILED_TO_CREATE_NETWORK_POLICY,
-                f"Failed to create NetworkPolicy {ns}/{name}: {exc.message or exc}",
-                "Create",
-            )
-            raise
-        self.recorder.event(
-            cluster,
-            NORMAL,
-            c.EVENT_CREATED_NETWORK_POLICY,
-            f"Created NetworkPolicy {ns}/{name}",
-            "Create",
-        )
         return True
 
     async def _update(self, cluster: Obj, policy: Obj, have: Obj) -> None:
-        ns, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
+        """Conflict and NotFound are raised without an event: a newer version or a deletion is
+        on its way, and the next pass redoes the update."""
         body = copy.deepcopy(have)
         body["spec"] = policy["spec"]
         body["metadata"]["labels"] = {
             **(have["metadata"].get("labels") or {}),
             **policy["metadata"]["labels"],
         }
-        try:
-            await self.client.update(NETWORKPOLICIES, body)
-        except (Conflict, NotFound):
-            raise  # a newer version or a deletion is on its way: the next pass redoes it
-        except ApiError as exc:
-            self.recorder.event(
-                cluster,
-                WARNING,
-                c.EVENT_FAILED_TO_UPDATE_NETWORK_POLICY,
-                f"Failed to update NetworkPolicy {ns}/{name}: {exc.message or exc}",
-                "Update",
-            )
-            raise
-        self.recorder.event(
+        await write_child(
+            self.recorder,
             cluster,
-            NORMAL,
-            c.EVENT_UPDATED_NETWORK_POLICY,
-            f"Updated NetworkPolicy {ns}/{name}",
-            "Update",
+            _events(
+                "Update",
+                policy,
+                c.EVENT_UPDATED_NETWORK_POLICY,
+                c.EVENT_FAILED_TO_UPDATE_NETWORK_POLICY,
+            ),
+            self.client.update(NETWORKPOLICIES, body),
+            benign=(Conflict, NotFound),
         )
 
     async def _delete(self, cluster: Obj, policy: Obj) -> None:
         meta = policy["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        try:
-            await self.client.delete(NETWORKPOLICIES, name, ns, uid=meta.get("uid"))
-        except NotFound:
-            return
-        except ApiError as exc:
-            self.recorder.event(
-                cluster,
-                WARNING,
-                c.EVENT_FAILED_TO_DELETE_NETWORK_POLICY,
-                f"Failed to delete NetworkPolicy {ns}/{name}: {exc.message or exc}",
-                "Delete",
-            )
-            raise
-        self.recorder.event(
-            cluster,
-            NORMAL,
-            c.EVENT_DELETED_NETWORK_POLICY,
-            f"Deleted NetworkPolicy {ns}/{name}",
+        events = _events(
             "Delete",
+            policy,
+            c.EVENT_DELETED_NETWORK_POLICY,
+            c.EVENT_FAILED_TO_DELETE_NETWORK_POLICY,
         )
+        try:
+            await write_child(
+                self.recorder,
+                cluster,
+                events,
+                self.client.delete(
+                    NETWORKPOLICIES, meta["name"], meta["namespace"], uid=meta.get("uid")
+                ),
+                benign=(NotFound,),
+            )
+        except NotFound:
+            return  # gone already
+
+
+def _events(action: str, policy: Obj, done: str, failed: str) -> WriteEvents:
+    """The events of one write of ``policy``: ``Created NetworkPolicy ns/name`` and the like."""
+    meta = policy["metadata"]
+    return child_events(action, f"NetworkPolicy {meta['namespace']}/{meta['name']}", done, failed)
 
 
 def register(
