@@ -30,7 +30,7 @@ from kuberay.builders.network_policy import build_network_policies
 from kuberay.controllers.reconcile import WriteEvents, child_events, working_copy, write_child
 from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import KubeClient, Resource
-from kuberay.runtime.controller import Request, Result, generation_changed
+from kuberay.runtime.controller import Controller, Request, Result, generation_changed
 from kuberay.runtime.errors import AlreadyExists, Conflict, NotFound
 from kuberay.runtime.events import WARNING, EventRecorder
 from kuberay.runtime.manager import Manager
@@ -69,19 +69,21 @@ def _owned_by(obj: Obj, uid: str) -> bool:
 
 
 class NetworkPolicyReconciler:
+    """Keeps each RayCluster's NetworkPolicies in line, over a client, a recorder and the
+    caches of clusters and policies; built without a manager, wired in by ``register``."""
+
     def __init__(
-        self, mgr: Manager, *, namespaces: list[str] | None = None, concurrency: int = 1
+        self,
+        client: KubeClient,
+        recorder: EventRecorder,
+        clusters: ResourceCache,
+        policies: ResourceCache,
     ) -> None:
-        self.client: KubeClient = mgr.client
-        self.recorder: EventRecorder = mgr.recorder(c.RECORDER_NETWORKPOLICY)
-        self.clusters: ResourceCache = mgr.cache(RAYCLUSTERS, namespaces=namespaces)
-        self.policies: ResourceCache = mgr.cache(
-            NETWORKPOLICIES, namespaces=namespaces, label_selector=c.LABEL_CLUSTER
-        )
-        ctrl = mgr.controller("networkpolicy", self.reconcile, concurrency=concurrency)
-        ctrl.for_(self.clusters, generation_changed)
-        ctrl.owns(self.policies, c.KIND_RAYCLUSTER, "ray.io")
-        self.controller = ctrl
+        self.client = client
+        self.recorder = recorder
+        self.clusters = clusters
+        self.policies = policies
+        self.controller: Controller | None = None
 
     def _owned_policies(self, ns: str, cluster: str, uid: str) -> dict[str, Obj]:
         out: dict[str, Obj] = {}
@@ -202,4 +204,16 @@ def _events(action: str, policy: Obj, done: str, failed: str) -> WriteEvents:
 def register(
     mgr: Manager, namespaces: list[str] | None = None, concurrency: int = 1
 ) -> NetworkPolicyReconciler:
-    return NetworkPolicyReconciler(mgr, namespaces=namespaces, concurrency=concurrency)
+    """Builds the reconciler over ``mgr``'s caches (the clusters, and the policies labelled
+    with a cluster) and a controller for spec changes of clusters that owns their policies."""
+    reconciler = NetworkPolicyReconciler(
+        mgr.client,
+        mgr.recorder(c.RECORDER_NETWORKPOLICY),
+        mgr.cache(RAYCLUSTERS, namespaces=namespaces),
+        mgr.cache(NETWORKPOLICIES, namespaces=namespaces, label_selector=c.LABEL_CLUSTER),
+    )
+    ctrl = mgr.controller("networkpolicy", reconciler.reconcile, concurrency=concurrency)
+    ctrl.for_(reconciler.clusters, generation_changed)
+    ctrl.owns(reconciler.policies, c.KIND_RAYCLUSTER, c.GROUP)
+    reconciler.controller = ctrl
+    return reconciler

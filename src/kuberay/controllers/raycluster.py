@@ -21,6 +21,8 @@ Invariants and failure modes:
   read, so a stale write fails with Conflict and is simply redone from fresh state.
 - Invalid specs get a Warning event with upstream's message and are not retried until the spec
   changes; a spec the models cannot even parse is reported the same way, never a crash.
+- The reconciler holds no manager: it is built over a client, a recorder and the caches it reads
+  (``RayClusterCaches``), and ``register`` alone creates the controller and its watches.
 - A negative worker ``replicas`` is not invalid upstream (it is clamped to minReplicas); it is
   clamped the same way here but never silently: an ``InvalidReplicas`` Warning event (once per
   distinct note, whatever the gates) and the ``WorkerReplicasAdjusted`` condition.
@@ -34,9 +36,9 @@ import logging
 import os
 import secrets
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -76,6 +78,7 @@ from kuberay.runtime.client import (
     Resource,
 )
 from kuberay.runtime.controller import (
+    Controller,
     Request,
     Result,
     annotations_changed,
@@ -197,58 +200,95 @@ class _ReconcileError(Exception):
         self.message = message
 
 
-class RayClusterReconciler:
-    def __init__(
+class CacheSource(Protocol):
+    """Where the caches come from: a ``Manager``, or in tests anything with its ``cache``."""
+
+    def cache(
         self,
-        mgr: Manager,
-        config: RayClusterConfig,
+        resource: Resource,
         *,
-        namespaces: list[str] | None = None,
-    ) -> None:
-        self.client: KubeClient = mgr.client
-        self.config = config
-        self.recorder: EventRecorder = mgr.recorder("raycluster-controller")
-        ctrl = mgr.controller("raycluster", self.reconcile, concurrency=config.concurrency)
-        predicate = any_of(generation_changed, labels_changed, annotations_changed)
-        self.clusters: ResourceCache = mgr.cache(RAYCLUSTERS, namespaces=namespaces)
-        self.pods: ResourceCache = mgr.cache(
+        namespaces: Sequence[str] | None = None,
+        label_selector: str | None = None,
+        **kwargs: Any,
+    ) -> ResourceCache: ...
+
+
+@dataclass(frozen=True)
+class RayClusterCaches:
+    """What the reconciler reads: the clusters, their pods (indexed by ``ns/<ray.io/cluster>``
+    under ``cluster``), the Services and batch Jobs the operator made, and the autoscaler's
+    ServiceAccount, Role and RoleBinding it made (keyed by plural)."""
+
+    clusters: ResourceCache
+    pods: ResourceCache
+    services: ResourceCache
+    jobs: ResourceCache
+    made: Mapping[str, ResourceCache]
+
+    @classmethod
+    def make(cls, mgr: CacheSource, namespaces: Sequence[str] | None) -> RayClusterCaches:
+        """The caches over ``namespaces`` (all when None), scoped by the operator's selectors.
+        (The calls read ``mgr.cache``: the RBAC check finds the list/watch verbs by that.)"""
+        clusters = mgr.cache(RAYCLUSTERS, namespaces=namespaces)
+        pods = mgr.cache(
             PODS,
             namespaces=namespaces,
             label_selector=POD_SELECTOR,
             transform=projector(POD_FIELDS),
         )
-        self.pods.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
-        self.services: ResourceCache = mgr.cache(
-            SERVICES, namespaces=namespaces, label_selector=OWNED_SELECTOR
+        pods.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
+        return cls(
+            clusters=clusters,
+            pods=pods,
+            services=mgr.cache(SERVICES, namespaces=namespaces, label_selector=OWNED_SELECTOR),
+            jobs=mgr.cache(JOBS, namespaces=namespaces, label_selector=OWNED_SELECTOR),
+            made={
+                SERVICEACCOUNTS.plural: mgr.cache(
+                    SERVICEACCOUNTS, namespaces=namespaces, label_selector=OWNED_SELECTOR
+                ),
+                ROLES.plural: mgr.cache(
+                    ROLES, namespaces=namespaces, label_selector=OWNED_SELECTOR
+                ),
+                ROLEBINDINGS.plural: mgr.cache(
+                    ROLEBINDINGS, namespaces=namespaces, label_selector=OWNED_SELECTOR
+                ),
+            },
         )
-        self.jobs: ResourceCache = mgr.cache(
-            JOBS, namespaces=namespaces, label_selector=OWNED_SELECTOR
-        )
+
+
+class RayClusterReconciler:
+    """Reconciles RayClusters over a client, a recorder and the caches it reads.
+
+    Built without a manager (tests hand in caches over standalone informers); ``register``
+    makes the caches and the controller and wires them in."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        config: RayClusterConfig,
+        recorder: EventRecorder,
+        caches: RayClusterCaches,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.recorder = recorder
+        self.clusters = caches.clusters
+        self.pods = caches.pods
+        self.services = caches.services
+        self.jobs = caches.jobs
         # The autoscaler's ServiceAccount, Role and RoleBinding we made: a cache hit spares
         # three create calls (answered AlreadyExists) on every reconcile of an autoscaling
         # cluster, including the periodic one; a miss (cold or stale cache) only costs them.
-        self.made: dict[str, ResourceCache] = {
-            SERVICEACCOUNTS.plural: mgr.cache(
-                SERVICEACCOUNTS, namespaces=namespaces, label_selector=OWNED_SELECTOR
-            ),
-            ROLES.plural: mgr.cache(ROLES, namespaces=namespaces, label_selector=OWNED_SELECTOR),
-            ROLEBINDINGS.plural: mgr.cache(
-                ROLEBINDINGS, namespaces=namespaces, label_selector=OWNED_SELECTOR
-            ),
-        }
-        ctrl.for_(self.clusters, predicate)
-        self.clusters.add_handler(Handler(on_delete=self._forget_cluster))
-        ctrl.owns(self.jobs, c.KIND_RAYCLUSTER, "ray.io")
-        ctrl.owns(self.pods, c.KIND_RAYCLUSTER, "ray.io")
-        ctrl.owns(self.services, c.KIND_RAYCLUSTER, "ray.io")
-        self.controller = ctrl
+        self.made = caches.made
+        self.controller: Controller | None = None
         self.expectations = Expectations(self._lookup_pod)
         # uid -> the InvalidReplicas note last sent, so a spec with a negative replicas gets one
         # event per distinct problem, not one per pass (which would also use up the cluster's
         # event budget and hide its pod events).
         self._replica_notes: dict[str, str] = {}
 
-    def _forget_cluster(self, obj: Obj) -> None:
+    def forget_cluster(self, obj: Obj) -> None:
+        """Drops a deleted cluster's event budget and replica note."""
         uid = obj["metadata"].get("uid", "")
         self.recorder.forget(uid)
         self._replica_notes.pop(uid, None)
@@ -1125,7 +1165,22 @@ class RayClusterReconciler:
 def register(
     mgr: Manager, config: RayClusterConfig, namespaces: list[str] | None = None
 ) -> RayClusterReconciler:
-    return RayClusterReconciler(mgr, config, namespaces=namespaces)
+    """Builds the reconciler over ``mgr``'s caches and wires it in: a controller for the
+    RayClusters (spec, label and annotation changes) that owns their pods, Services and
+    cleanup Jobs, and a delete handler that forgets a cluster's per-object state."""
+    reconciler = RayClusterReconciler(
+        mgr.client,
+        config,
+        mgr.recorder("raycluster-controller"),
+        RayClusterCaches.make(mgr, namespaces),
+    )
+    ctrl = mgr.controller("raycluster", reconciler.reconcile, concurrency=config.concurrency)
+    ctrl.for_(reconciler.clusters, any_of(generation_changed, labels_changed, annotations_changed))
+    reconciler.clusters.add_handler(Handler(on_delete=reconciler.forget_cluster))
+    for owned in (reconciler.jobs, reconciler.pods, reconciler.services):
+        ctrl.owns(owned, c.KIND_RAYCLUSTER, c.GROUP)
+    reconciler.controller = ctrl
+    return reconciler
 
 
 def _surely_not_written(exc: ApiError) -> bool:
