@@ -614,13 +614,8 @@ class RayClusterReconciler:
                 cluster, live, "", c.REASON_FAILED_DELETE_ALL_PODS, why="before the Redis cleanup"
             )
         remove = [f for f in finalizers if f != c.FINALIZER_GCS_FT_REDIS_CLEANUP]
-        timeout = DEFAULT_GCS_FT_DELETION_TIMEOUT
-        raw = (meta.get("annotations") or {}).get(c.ANNOTATION_GCS_FT_DELETION_TIMEOUT)
-        if raw and raw.strip().isdigit() and int(raw) > 0:
-            timeout = float(raw)
-        deleted_at = dt.datetime.fromisoformat(meta["deletionTimestamp"].replace("Z", "+00:00"))
-        age = (dt.datetime.now(dt.UTC) - deleted_at).total_seconds()
-        if age >= timeout:
+        timeout = redis_cleanup_timeout(meta)
+        if seconds_since(meta["deletionTimestamp"], dt.datetime.now(dt.UTC)) >= timeout:
             await self._set_finalizers(cluster, remove)
             self.recorder.event(
                 cluster,
@@ -636,19 +631,13 @@ class RayClusterReconciler:
         job_name = names.redis_cleanup_job_name(name)
         job = self.jobs.get(ns, job_name)
         if job is not None:
-            conditions = {
-                co.get("type")
-                for co in (job.get("status") or {}).get("conditions") or []
-                if co.get("status") == "True"
-            }
-            if conditions & {"Complete", "Failed", "FailureTarget"}:
-                if "Complete" not in conditions:
-                    log.warning(
-                        "redis cleanup job %s/%s failed; removing the finalizer", ns, job_name
-                    )
-                await self._set_finalizers(cluster, remove)
-                return None
-            return Result(requeue_after=self.config.error_requeue_seconds)
+            outcome = job_outcome(job)
+            if outcome is None:
+                return Result(requeue_after=self.config.error_requeue_seconds)
+            if outcome != "Complete":
+                log.warning("redis cleanup job %s/%s failed; removing the finalizer", ns, job_name)
+            await self._set_finalizers(cluster, remove)
+            return None
         try:
             await self.client.create(
                 JOBS, redisb.build_redis_cleanup_job(cluster, self.config.build), ns
@@ -1181,6 +1170,34 @@ def register(
         ctrl.owns(owned, c.KIND_RAYCLUSTER, c.GROUP)
     reconciler.controller = ctrl
     return reconciler
+
+
+def redis_cleanup_timeout(meta: Obj) -> float:
+    """How long a deleted cluster waits for its Redis cleanup before the finalizer is removed
+    anyway: the annotation's positive whole number of seconds, else the default."""
+    raw = (meta.get("annotations") or {}).get(c.ANNOTATION_GCS_FT_DELETION_TIMEOUT)
+    if raw and raw.strip().isdigit() and int(raw) > 0:
+        return float(raw)
+    return DEFAULT_GCS_FT_DELETION_TIMEOUT
+
+
+def seconds_since(timestamp: str, now: dt.datetime) -> float:
+    """Seconds from the RFC 3339 ``timestamp`` to the aware ``now``."""
+    then = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    return (now - then).total_seconds()
+
+
+def job_outcome(job: Obj) -> str | None:
+    """A batch Job's end: "Complete", "Failed" (failed, or bound to fail: FailureTarget), or
+    None while it runs. A Job with both Complete and a failure condition counts as Complete."""
+    conditions = {
+        co.get("type")
+        for co in (job.get("status") or {}).get("conditions") or []
+        if co.get("status") == "True"
+    }
+    if not conditions & {"Complete", "Failed", "FailureTarget"}:
+        return None
+    return "Complete" if "Complete" in conditions else "Failed"
 
 
 def _surely_not_written(exc: ApiError) -> bool:
