@@ -715,11 +715,7 @@ class RayClusterReconciler:
             for p in self.cluster_pods(ns, name)
             if not _terminating(p) and st.node_type(p) in (c.NODE_TYPE_HEAD, c.NODE_TYPE_WORKER)
         ]
-        conditions = (cluster.get("status") or {}).get("conditions") or []
-        suspending = any(
-            co.get("type") == c.COND_RAYCLUSTER_SUSPENDING and co.get("status") == "True"
-            for co in conditions
-        )
+        suspending = st.suspending(cluster)
         if suspending or spec.get("suspend"):
             # upstream's collection delete is announced even when there is no pod at all (a
             # cluster created suspended); pods still terminating were announced already.
