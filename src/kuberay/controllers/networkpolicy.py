@@ -21,17 +21,20 @@ Invariants and failure modes:
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from kuberay.api import constants as c
 from kuberay.api.constants import RAYCLUSTERS
 from kuberay.builders.network_policy import build_network_policies
-from kuberay.controllers.reconcile import WriteEvents, child_events, working_copy, write_child
+from kuberay.controllers.reconcile import child_events, working_copy, write_child
 from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.controller import Controller, Request, Result, generation_changed
-from kuberay.runtime.errors import AlreadyExists, Conflict, NotFound
+from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kuberay.runtime.events import WARNING, EventRecorder
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import Obj
@@ -68,22 +71,16 @@ def _owned_by(obj: Obj, uid: str) -> bool:
     )
 
 
+@dataclass(eq=False)
 class NetworkPolicyReconciler:
     """Keeps each RayCluster's NetworkPolicies in line, over a client, a recorder and the
     caches of clusters and policies; built without a manager, wired in by ``register``."""
 
-    def __init__(
-        self,
-        client: KubeClient,
-        recorder: EventRecorder,
-        clusters: ResourceCache,
-        policies: ResourceCache,
-    ) -> None:
-        self.client = client
-        self.recorder = recorder
-        self.clusters = clusters
-        self.policies = policies
-        self.controller: Controller | None = None
+    client: KubeClient
+    recorder: EventRecorder
+    clusters: ResourceCache
+    policies: ResourceCache
+    controller: Controller | None = None
 
     def _owned_policies(self, ns: str, cluster: str, uid: str) -> dict[str, Obj]:
         out: dict[str, Obj] = {}
@@ -119,19 +116,14 @@ class NetworkPolicyReconciler:
     async def _create(self, cluster: Obj, policy: Obj) -> bool:
         """False when the name belongs to a policy this cluster does not own."""
         ns, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
-        events = _events(
-            "Create",
-            policy,
-            c.EVENT_CREATED_NETWORK_POLICY,
-            c.EVENT_FAILED_TO_CREATE_NETWORK_POLICY,
-        )
         try:
-            await write_child(
-                self.recorder,
+            await self._write(
                 cluster,
-                events,
+                policy,
+                "Create",
+                (c.EVENT_CREATED_NETWORK_POLICY, c.EVENT_FAILED_TO_CREATE_NETWORK_POLICY),
                 self.client.create(NETWORKPOLICIES, policy, ns),
-                benign=(AlreadyExists,),
+                (AlreadyExists,),
             )
         except AlreadyExists:
             try:
@@ -160,45 +152,45 @@ class NetworkPolicyReconciler:
             **(have["metadata"].get("labels") or {}),
             **policy["metadata"]["labels"],
         }
-        await write_child(
-            self.recorder,
+        await self._write(
             cluster,
-            _events(
-                "Update",
-                policy,
-                c.EVENT_UPDATED_NETWORK_POLICY,
-                c.EVENT_FAILED_TO_UPDATE_NETWORK_POLICY,
-            ),
+            policy,
+            "Update",
+            (c.EVENT_UPDATED_NETWORK_POLICY, c.EVENT_FAILED_TO_UPDATE_NETWORK_POLICY),
             self.client.update(NETWORKPOLICIES, body),
-            benign=(Conflict, NotFound),
+            (Conflict, NotFound),
         )
 
     async def _delete(self, cluster: Obj, policy: Obj) -> None:
         meta = policy["metadata"]
-        events = _events(
-            "Delete",
-            policy,
-            c.EVENT_DELETED_NETWORK_POLICY,
-            c.EVENT_FAILED_TO_DELETE_NETWORK_POLICY,
-        )
-        try:
-            await write_child(
-                self.recorder,
+        with contextlib.suppress(NotFound):  # gone already
+            await self._write(
                 cluster,
-                events,
+                policy,
+                "Delete",
+                (c.EVENT_DELETED_NETWORK_POLICY, c.EVENT_FAILED_TO_DELETE_NETWORK_POLICY),
                 self.client.delete(
                     NETWORKPOLICIES, meta["name"], meta["namespace"], uid=meta.get("uid")
                 ),
-                benign=(NotFound,),
+                (NotFound,),
             )
-        except NotFound:
-            return  # gone already
 
-
-def _events(action: str, policy: Obj, done: str, failed: str) -> WriteEvents:
-    """The events of one write of ``policy``: ``Created NetworkPolicy ns/name`` and the like."""
-    meta = policy["metadata"]
-    return child_events(action, f"NetworkPolicy {meta['namespace']}/{meta['name']}", done, failed)
+    async def _write(
+        self,
+        cluster: Obj,
+        policy: Obj,
+        action: str,
+        reasons: tuple[str, str],
+        call: Awaitable[Obj],
+        benign: tuple[type[ApiError], ...],
+    ) -> None:
+        """One write of ``policy`` with its events on ``cluster`` (``Created NetworkPolicy
+        ns/name``, ``Failed to create NetworkPolicy ns/name: ...``); ``reasons`` are the done
+        and failed reasons, ``benign`` outcomes are raised without an event."""
+        meta = policy["metadata"]
+        what = f"NetworkPolicy {meta['namespace']}/{meta['name']}"
+        events = child_events(action, what, *reasons)
+        await write_child(self.recorder, cluster, events, call, benign=benign)
 
 
 def register(
