@@ -269,13 +269,9 @@ class RayClusterReconciler:
         recorder: EventRecorder,
         caches: RayClusterCaches,
     ) -> None:
-        self.client = client
-        self.config = config
-        self.recorder = recorder
-        self.clusters = caches.clusters
-        self.pods = caches.pods
-        self.services = caches.services
-        self.jobs = caches.jobs
+        self.client, self.config, self.recorder = client, config, recorder
+        self.clusters, self.pods = caches.clusters, caches.pods
+        self.services, self.jobs = caches.services, caches.jobs
         # The autoscaler's ServiceAccount, Role and RoleBinding we made: a cache hit spares
         # three create calls (answered AlreadyExists) on every reconcile of an autoscaling
         # cluster, including the periodic one; a miss (cold or stale cache) only costs them.
@@ -854,18 +850,12 @@ class RayClusterReconciler:
                 p["metadata"]["labels"].get(c.LABEL_WORKER_GROUP_REPLICA_INDEX) for p in remaining
             }
             free = (i for i in range(desired * 2 + 1) if str(i) not in used)
-            builds = []
-            for _ in range(count):
-                index = next(free) if self.config.build.multi_host_indexing else None
-                builds.append(
-                    podb.build_worker_pod(
-                        cluster,
-                        group,
-                        self.config.build,
-                        name_suffix=random_suffix(),
-                        replica_index=index,
-                    )
+            builds = [
+                self._new_worker(
+                    cluster, group, next(free) if self.config.build.multi_host_indexing else None
                 )
+                for _ in range(count)
+            ]
             await self._create_pods(cluster, builds, key)
             if count == diff:
                 return count, DONE
@@ -898,33 +888,11 @@ class RayClusterReconciler:
         for pod in pods:
             labels = pod["metadata"]["labels"]
             replicas.setdefault(labels.get(c.LABEL_WORKER_GROUP_REPLICA_NAME, ""), []).append(pod)
-        broken = [
-            name
-            for name, members in replicas.items()
-            if len(members) < hosts or any(podb.pod_is_unhealthy(p) for p in members)
-        ]
-        if broken:
-            doomed = [p for name in broken for p in replicas[name]]
+        doomed_names, why = replicas_to_remove(group, replicas, hosts)
+        if doomed_names:
+            doomed = [p for name in doomed_names for p in replicas[name]]
             await self._delete_pods(cluster, doomed, key, c.REASON_FAILED_DELETE_WORKER_POD)
-            raise _ReconcileError(
-                "",
-                f"deleted {len(broken)} incomplete or unhealthy replicas of group "
-                f"{group['groupName']}",
-            )
-        to_delete = set((group.get("scaleStrategy") or {}).get("workersToDelete") or [])
-        named = [
-            name
-            for name, members in replicas.items()
-            if any(p["metadata"]["name"] in to_delete for p in members)
-        ]
-        if named:
-            doomed = [p for name in named for p in replicas[name]]
-            await self._delete_pods(cluster, doomed, key, c.REASON_FAILED_DELETE_WORKER_POD)
-            raise _ReconcileError(
-                "",
-                f"deleted {len(named)} replicas of group {group['groupName']} named in "
-                "workersToDelete",
-            )
+            raise _ReconcileError("", why)
         desired = resb.desired_worker_replicas(group)
         diff = desired - len(replicas)
         if diff > 0:
@@ -934,22 +902,14 @@ class RayClusterReconciler:
             # still has budget creates at least one whole replica, however many hosts it has
             # (a 64-host TPU slice must not wait forever on a budget of 50).
             count = min(diff, max(budget // hosts, 1 if budget > 0 else 0))
-            builds = []
+            builds: list[Obj] = []
             for _ in range(count):
                 index = next(free)
                 replica_name = f"{group['groupName']}-{random_suffix()}"
-                for host in range(hosts):
-                    builds.append(
-                        podb.build_worker_pod(
-                            cluster,
-                            group,
-                            self.config.build,
-                            name_suffix=random_suffix(),
-                            replica_index=index,
-                            replica_name=replica_name,
-                            host_index=host,
-                        )
-                    )
+                builds.extend(
+                    self._new_worker(cluster, group, index, replica_name, host)
+                    for host in range(hosts)
+                )
             await self._create_pods(cluster, builds, key)
             return len(builds), MORE_NOW if count < diff else DONE
         if diff < 0:
@@ -958,6 +918,26 @@ class RayClusterReconciler:
                 victims = [p for name in sorted(replicas)[:-diff] for p in replicas[name]]
                 await self._delete_pods(cluster, victims, key, c.REASON_FAILED_DELETE_WORKER_POD)
         return 0, DONE
+
+    def _new_worker(
+        self,
+        cluster: Obj,
+        group: Obj,
+        index: int | None,
+        replica_name: str | None = None,
+        host: int | None = None,
+    ) -> Obj:
+        """A worker pod of ``group`` under a fresh random name (chosen before the create, so
+        that the expectation can name it)."""
+        return podb.build_worker_pod(
+            cluster,
+            group,
+            self.config.build,
+            name_suffix=random_suffix(),
+            replica_index=index,
+            replica_name=replica_name,
+            host_index=host,
+        )
 
     async def _create_pods(self, cluster: Obj, pods: list[Obj], key: str) -> None:
         sem = asyncio.Semaphore(self.config.create_parallelism)
@@ -1194,6 +1174,31 @@ def job_outcome(job: Obj) -> str | None:
     if not conditions & {"Complete", "Failed", "FailureTarget"}:
         return None
     return "Complete" if "Complete" in conditions else "Failed"
+
+
+def replicas_to_remove(
+    group: Obj, replicas: Mapping[str, list[Obj]], hosts: int
+) -> tuple[list[str], str]:
+    """Which replicas of a multi-host group (pods by replica name) go whole this pass, and the
+    reconcile error that says so: first the partial or unhealthy ones; else those with a pod
+    named in ``scaleStrategy.workersToDelete``; else none."""
+    group_name = group["groupName"]
+    broken = [
+        name
+        for name, members in replicas.items()
+        if len(members) < hosts or any(podb.pod_is_unhealthy(p) for p in members)
+    ]
+    if broken:
+        return broken, (
+            f"deleted {len(broken)} incomplete or unhealthy replicas of group {group_name}"
+        )
+    to_delete = set((group.get("scaleStrategy") or {}).get("workersToDelete") or [])
+    named = [
+        name
+        for name, members in replicas.items()
+        if any(p["metadata"]["name"] in to_delete for p in members)
+    ]
+    return named, f"deleted {len(named)} replicas of group {group_name} named in workersToDelete"
 
 
 def _surely_not_written(exc: ApiError) -> bool:

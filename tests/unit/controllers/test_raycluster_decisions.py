@@ -1,5 +1,6 @@
-"""The Redis cleanup finalizer's pure decisions: how long a deleted cluster waits, how old its
-deletion is, and when the cleanup Job has ended (and how)."""
+"""The RayCluster reconciler's pure decisions: for the Redis cleanup finalizer, how long a
+deleted cluster waits, how old its deletion is and when the cleanup Job has ended (and how);
+for a multi-host group, which whole replicas a pass removes and the error that says so."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kuberay.controllers.raycluster import (
     DEFAULT_GCS_FT_DELETION_TIMEOUT,
     job_outcome,
     redis_cleanup_timeout,
+    replicas_to_remove,
     seconds_since,
 )
 
@@ -63,3 +65,41 @@ def _job(*conditions: tuple[str, str]) -> dict[str, Any]:
 )
 def test_job_outcome(job: dict[str, Any], want: str | None) -> None:
     assert job_outcome(job) == want
+
+
+def _pod(name: str, phase: str = "Running") -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"phase": phase}, "spec": {}}
+
+
+WHOLE = {"a": [_pod("a-0"), _pod("a-1")], "b": [_pod("b-0"), _pod("b-1")]}
+
+
+@pytest.mark.parametrize(
+    ("replicas", "to_delete", "names", "why"),
+    [
+        (WHOLE, [], [], "deleted 0 replicas of group g named in workersToDelete"),
+        (
+            {**WHOLE, "c": [_pod("c-0")]},
+            [],
+            ["c"],
+            "deleted 1 incomplete or unhealthy replicas of group g",
+        ),
+        (
+            {**WHOLE, "b": [_pod("b-0"), _pod("b-1", phase="Failed")]},
+            ["a-0"],  # broken replicas go first; the named one waits for the next pass
+            ["b"],
+            "deleted 1 incomplete or unhealthy replicas of group g",
+        ),
+        (
+            WHOLE,
+            ["a-1", "b-0"],
+            ["a", "b"],
+            "deleted 2 replicas of group g named in workersToDelete",
+        ),
+    ],
+)
+def test_multihost_replicas_go_whole(
+    replicas: dict[str, list[dict[str, Any]]], to_delete: list[str], names: list[str], why: str
+) -> None:
+    group = {"groupName": "g", "scaleStrategy": {"workersToDelete": to_delete}}
+    assert replicas_to_remove(group, replicas, 2) == (names, why)
