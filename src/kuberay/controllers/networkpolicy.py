@@ -21,17 +21,21 @@ Invariants and failure modes:
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from kuberay.api import constants as c
 from kuberay.api.constants import RAYCLUSTERS
 from kuberay.builders.network_policy import build_network_policies
+from kuberay.controllers.reconcile import child_events, working_copy, write_child
 from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import KubeClient, Resource
-from kuberay.runtime.controller import Request, Result, generation_changed
+from kuberay.runtime.controller import Controller, Request, Result, generation_changed
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
-from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
+from kuberay.runtime.events import WARNING, EventRecorder
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import Obj
 
@@ -67,20 +71,16 @@ def _owned_by(obj: Obj, uid: str) -> bool:
     )
 
 
+@dataclass(eq=False)
 class NetworkPolicyReconciler:
-    def __init__(
-        self, mgr: Manager, *, namespaces: list[str] | None = None, concurrency: int = 1
-    ) -> None:
-        self.client: KubeClient = mgr.client
-        self.recorder: EventRecorder = mgr.recorder(c.RECORDER_NETWORKPOLICY)
-        self.clusters: ResourceCache = mgr.cache(RAYCLUSTERS, namespaces=namespaces)
-        self.policies: ResourceCache = mgr.cache(
-            NETWORKPOLICIES, namespaces=namespaces, label_selector=c.LABEL_CLUSTER
-        )
-        ctrl = mgr.controller("networkpolicy", self.reconcile, concurrency=concurrency)
-        ctrl.for_(self.clusters, generation_changed)
-        ctrl.owns(self.policies, c.KIND_RAYCLUSTER, "ray.io")
-        self.controller = ctrl
+    """Keeps each RayCluster's NetworkPolicies in line, over a client, a recorder and the
+    caches of clusters and policies; built without a manager, wired in by ``register``."""
+
+    client: KubeClient
+    recorder: EventRecorder
+    clusters: ResourceCache
+    policies: ResourceCache
+    controller: Controller | None = None
 
     def _owned_policies(self, ns: str, cluster: str, uid: str) -> dict[str, Obj]:
         out: dict[str, Obj] = {}
@@ -92,20 +92,13 @@ class NetworkPolicyReconciler:
 
     async def reconcile(self, req: Request) -> Result | None:
         ns = req.namespace or ""
-        cached = self.clusters.get(ns, req.name)
-        if cached is None:
+        cluster = working_copy(
+            self.clusters.get(ns, req.name), c.KIND_RAYCLUSTER, skip_deleting=True
+        )
+        if cluster is None:
             return None
-        meta = cached["metadata"]
-        spec = cached.get("spec") or {}
-        if meta.get("deletionTimestamp"):
-            return None
-        managed_by = spec.get("managedBy")
-        if managed_by is not None and managed_by != c.MANAGED_BY_KUBERAY:
-            return None
-        cluster = copy.deepcopy(cached)
-        cluster.setdefault("apiVersion", c.API_VERSION)
-        cluster.setdefault("kind", c.KIND_RAYCLUSTER)
-        uid = meta.get("uid", "")
+        spec = cluster.get("spec") or {}
+        uid = cluster["metadata"].get("uid", "")
         want = build_network_policies(cluster) if spec.get("networkPolicy") else []
         owned = self._owned_policies(ns, req.name, uid)
         blocked = False
@@ -124,7 +117,14 @@ class NetworkPolicyReconciler:
         """False when the name belongs to a policy this cluster does not own."""
         ns, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
         try:
-            await self.client.create(NETWORKPOLICIES, policy, ns)
+            await self._write(
+                cluster,
+                policy,
+                "Create",
+                (c.EVENT_CREATED_NETWORK_POLICY, c.EVENT_FAILED_TO_CREATE_NETWORK_POLICY),
+                self.client.create(NETWORKPOLICIES, policy, ns),
+                (AlreadyExists,),
+            )
         except AlreadyExists:
             try:
                 existing = await self.client.get(NETWORKPOLICIES, name, ns)
@@ -141,79 +141,71 @@ class NetworkPolicyReconciler:
                 "Create",
             )
             return False
-        except ApiError as exc:
-            self.recorder.event(
-                cluster,
-                WARNING,
-                c.EVENT_FAILED_TO_CREATE_NETWORK_POLICY,
-                f"Failed to create NetworkPolicy {ns}/{name}: {exc.message or exc}",
-                "Create",
-            )
-            raise
-        self.recorder.event(
-            cluster,
-            NORMAL,
-            c.EVENT_CREATED_NETWORK_POLICY,
-            f"Created NetworkPolicy {ns}/{name}",
-            "Create",
-        )
         return True
 
     async def _update(self, cluster: Obj, policy: Obj, have: Obj) -> None:
-        ns, name = policy["metadata"]["namespace"], policy["metadata"]["name"]
+        """Conflict and NotFound are raised without an event: a newer version or a deletion is
+        on its way, and the next pass redoes the update."""
         body = copy.deepcopy(have)
         body["spec"] = policy["spec"]
         body["metadata"]["labels"] = {
             **(have["metadata"].get("labels") or {}),
             **policy["metadata"]["labels"],
         }
-        try:
-            await self.client.update(NETWORKPOLICIES, body)
-        except (Conflict, NotFound):
-            raise  # a newer version or a deletion is on its way: the next pass redoes it
-        except ApiError as exc:
-            self.recorder.event(
-                cluster,
-                WARNING,
-                c.EVENT_FAILED_TO_UPDATE_NETWORK_POLICY,
-                f"Failed to update NetworkPolicy {ns}/{name}: {exc.message or exc}",
-                "Update",
-            )
-            raise
-        self.recorder.event(
+        await self._write(
             cluster,
-            NORMAL,
-            c.EVENT_UPDATED_NETWORK_POLICY,
-            f"Updated NetworkPolicy {ns}/{name}",
+            policy,
             "Update",
+            (c.EVENT_UPDATED_NETWORK_POLICY, c.EVENT_FAILED_TO_UPDATE_NETWORK_POLICY),
+            self.client.update(NETWORKPOLICIES, body),
+            (Conflict, NotFound),
         )
 
     async def _delete(self, cluster: Obj, policy: Obj) -> None:
         meta = policy["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        try:
-            await self.client.delete(NETWORKPOLICIES, name, ns, uid=meta.get("uid"))
-        except NotFound:
-            return
-        except ApiError as exc:
-            self.recorder.event(
+        with contextlib.suppress(NotFound):  # gone already
+            await self._write(
                 cluster,
-                WARNING,
-                c.EVENT_FAILED_TO_DELETE_NETWORK_POLICY,
-                f"Failed to delete NetworkPolicy {ns}/{name}: {exc.message or exc}",
+                policy,
                 "Delete",
+                (c.EVENT_DELETED_NETWORK_POLICY, c.EVENT_FAILED_TO_DELETE_NETWORK_POLICY),
+                self.client.delete(
+                    NETWORKPOLICIES, meta["name"], meta["namespace"], uid=meta.get("uid")
+                ),
+                (NotFound,),
             )
-            raise
-        self.recorder.event(
-            cluster,
-            NORMAL,
-            c.EVENT_DELETED_NETWORK_POLICY,
-            f"Deleted NetworkPolicy {ns}/{name}",
-            "Delete",
-        )
+
+    async def _write(
+        self,
+        cluster: Obj,
+        policy: Obj,
+        action: str,
+        reasons: tuple[str, str],
+        call: Awaitable[Obj],
+        benign: tuple[type[ApiError], ...],
+    ) -> None:
+        """One write of ``policy`` with its events on ``cluster`` (``Created NetworkPolicy
+        ns/name``, ``Failed to create NetworkPolicy ns/name: ...``); ``reasons`` are the done
+        and failed reasons, ``benign`` outcomes are raised without an event."""
+        meta = policy["metadata"]
+        what = f"NetworkPolicy {meta['namespace']}/{meta['name']}"
+        events = child_events(action, what, *reasons)
+        await write_child(self.recorder, cluster, events, call, benign=benign)
 
 
 def register(
     mgr: Manager, namespaces: list[str] | None = None, concurrency: int = 1
 ) -> NetworkPolicyReconciler:
-    return NetworkPolicyReconciler(mgr, namespaces=namespaces, concurrency=concurrency)
+    """Builds the reconciler over ``mgr``'s caches (the clusters, and the policies labelled
+    with a cluster) and a controller for spec changes of clusters that owns their policies."""
+    reconciler = NetworkPolicyReconciler(
+        mgr.client,
+        mgr.recorder(c.RECORDER_NETWORKPOLICY),
+        mgr.cache(RAYCLUSTERS, namespaces=namespaces),
+        mgr.cache(NETWORKPOLICIES, namespaces=namespaces, label_selector=c.LABEL_CLUSTER),
+    )
+    ctrl = mgr.controller("networkpolicy", reconciler.reconcile, concurrency=concurrency)
+    ctrl.for_(reconciler.clusters, generation_changed)
+    ctrl.owns(reconciler.policies, c.KIND_RAYCLUSTER, c.GROUP)
+    reconciler.controller = ctrl
+    return reconciler

@@ -21,6 +21,8 @@ Invariants and failure modes:
   read, so a stale write fails with Conflict and is simply redone from fresh state.
 - Invalid specs get a Warning event with upstream's message and are not retried until the spec
   changes; a spec the models cannot even parse is reported the same way, never a crash.
+- The reconciler holds no manager: it is built over a client, a recorder and the caches it reads
+  (``RayClusterCaches``), and ``register`` alone creates the controller and its watches.
 - A negative worker ``replicas`` is not invalid upstream (it is clamped to minReplicas); it is
   clamped the same way here but never silently: an ``InvalidReplicas`` Warning event (once per
   distinct note, whatever the gates) and the ``WorkerReplicasAdjusted`` condition.
@@ -29,15 +31,14 @@ Invariants and failure modes:
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime as dt
 import logging
 import os
 import secrets
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -63,6 +64,7 @@ from kuberay.controllers.common import (
     RAYCLUSTERS,
     random_suffix,
 )
+from kuberay.controllers.reconcile import child_events, working_copy, write_child
 from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import (
     JOBS,
@@ -76,6 +78,7 @@ from kuberay.runtime.client import (
     Resource,
 )
 from kuberay.runtime.controller import (
+    Controller,
     Request,
     Result,
     annotations_changed,
@@ -197,58 +200,91 @@ class _ReconcileError(Exception):
         self.message = message
 
 
-class RayClusterReconciler:
-    def __init__(
+class CacheSource(Protocol):
+    """Where the caches come from: a ``Manager``, or in tests anything with its ``cache``."""
+
+    def cache(
         self,
-        mgr: Manager,
-        config: RayClusterConfig,
+        resource: Resource,
         *,
-        namespaces: list[str] | None = None,
-    ) -> None:
-        self.client: KubeClient = mgr.client
-        self.config = config
-        self.recorder: EventRecorder = mgr.recorder("raycluster-controller")
-        ctrl = mgr.controller("raycluster", self.reconcile, concurrency=config.concurrency)
-        predicate = any_of(generation_changed, labels_changed, annotations_changed)
-        self.clusters: ResourceCache = mgr.cache(RAYCLUSTERS, namespaces=namespaces)
-        self.pods: ResourceCache = mgr.cache(
+        namespaces: Sequence[str] | None = None,
+        label_selector: str | None = None,
+        **kwargs: Any,
+    ) -> ResourceCache: ...
+
+
+@dataclass(frozen=True)
+class RayClusterCaches:
+    """What the reconciler reads: the clusters, their pods (indexed by ``ns/<ray.io/cluster>``
+    under ``cluster``), the Services and batch Jobs the operator made, and the autoscaler's
+    ServiceAccount, Role and RoleBinding it made (keyed by plural)."""
+
+    clusters: ResourceCache
+    pods: ResourceCache
+    services: ResourceCache
+    jobs: ResourceCache
+    made: Mapping[str, ResourceCache]
+
+    @classmethod
+    def make(cls, mgr: CacheSource, namespaces: Sequence[str] | None) -> RayClusterCaches:
+        """The caches over ``namespaces`` (all when None), scoped by the operator's selectors.
+        (The calls read ``mgr.cache``: the RBAC check finds the list/watch verbs by that.)"""
+        clusters = mgr.cache(RAYCLUSTERS, namespaces=namespaces)
+        pods = mgr.cache(
             PODS,
             namespaces=namespaces,
             label_selector=POD_SELECTOR,
             transform=projector(POD_FIELDS),
         )
-        self.pods.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
-        self.services: ResourceCache = mgr.cache(
-            SERVICES, namespaces=namespaces, label_selector=OWNED_SELECTOR
+        pods.add_indexer("cluster", index_by_label(c.LABEL_CLUSTER))
+        return cls(
+            clusters=clusters,
+            pods=pods,
+            services=mgr.cache(SERVICES, namespaces=namespaces, label_selector=OWNED_SELECTOR),
+            jobs=mgr.cache(JOBS, namespaces=namespaces, label_selector=OWNED_SELECTOR),
+            made={
+                SERVICEACCOUNTS.plural: mgr.cache(
+                    SERVICEACCOUNTS, namespaces=namespaces, label_selector=OWNED_SELECTOR
+                ),
+                ROLES.plural: mgr.cache(
+                    ROLES, namespaces=namespaces, label_selector=OWNED_SELECTOR
+                ),
+                ROLEBINDINGS.plural: mgr.cache(
+                    ROLEBINDINGS, namespaces=namespaces, label_selector=OWNED_SELECTOR
+                ),
+            },
         )
-        self.jobs: ResourceCache = mgr.cache(
-            JOBS, namespaces=namespaces, label_selector=OWNED_SELECTOR
-        )
+
+
+class RayClusterReconciler:
+    """Reconciles RayClusters over a client, a recorder and the caches it reads.
+
+    Built without a manager (tests hand in caches over standalone informers); ``register``
+    makes the caches and the controller and wires them in."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        config: RayClusterConfig,
+        recorder: EventRecorder,
+        caches: RayClusterCaches,
+    ) -> None:
+        self.client, self.config, self.recorder = client, config, recorder
+        self.clusters, self.pods = caches.clusters, caches.pods
+        self.services, self.jobs = caches.services, caches.jobs
         # The autoscaler's ServiceAccount, Role and RoleBinding we made: a cache hit spares
         # three create calls (answered AlreadyExists) on every reconcile of an autoscaling
         # cluster, including the periodic one; a miss (cold or stale cache) only costs them.
-        self.made: dict[str, ResourceCache] = {
-            SERVICEACCOUNTS.plural: mgr.cache(
-                SERVICEACCOUNTS, namespaces=namespaces, label_selector=OWNED_SELECTOR
-            ),
-            ROLES.plural: mgr.cache(ROLES, namespaces=namespaces, label_selector=OWNED_SELECTOR),
-            ROLEBINDINGS.plural: mgr.cache(
-                ROLEBINDINGS, namespaces=namespaces, label_selector=OWNED_SELECTOR
-            ),
-        }
-        ctrl.for_(self.clusters, predicate)
-        self.clusters.add_handler(Handler(on_delete=self._forget_cluster))
-        ctrl.owns(self.jobs, c.KIND_RAYCLUSTER, "ray.io")
-        ctrl.owns(self.pods, c.KIND_RAYCLUSTER, "ray.io")
-        ctrl.owns(self.services, c.KIND_RAYCLUSTER, "ray.io")
-        self.controller = ctrl
+        self.made = caches.made
+        self.controller: Controller | None = None
         self.expectations = Expectations(self._lookup_pod)
         # uid -> the InvalidReplicas note last sent, so a spec with a negative replicas gets one
         # event per distinct problem, not one per pass (which would also use up the cluster's
         # event budget and hide its pod events).
         self._replica_notes: dict[str, str] = {}
 
-    def _forget_cluster(self, obj: Obj) -> None:
+    def forget_cluster(self, obj: Obj) -> None:
+        """Drops a deleted cluster's event budget and replica note."""
         uid = obj["metadata"].get("uid", "")
         self.recorder.forget(uid)
         self._replica_notes.pop(uid, None)
@@ -267,13 +303,9 @@ class RayClusterReconciler:
         if cached is None:
             self.expectations.drop_prefix(f"{ns}/{req.name}/")
             return None
-        spec = cached.get("spec") or {}
-        managed_by = spec.get("managedBy")
-        if managed_by is not None and managed_by != c.MANAGED_BY_KUBERAY:
+        cluster = working_copy(cached, c.KIND_RAYCLUSTER)
+        if cluster is None:
             return None
-        cluster = copy.deepcopy(cached)
-        cluster.setdefault("apiVersion", "ray.io/v1")
-        cluster.setdefault("kind", c.KIND_RAYCLUSTER)
         spec = cluster["spec"]
         spec["headGroupSpec"].setdefault("rayStartParams", {})
         for group in spec.get("workerGroupSpecs") or []:
@@ -392,19 +424,19 @@ class RayClusterReconciler:
             return False
         where = f"{obj.get('kind', res.plural)} {meta.get('namespace')}/{meta.get('name')}"
         try:
-            await self.client.create(res, obj, meta.get("namespace"))
+            if events is None:
+                await self.client.create(res, obj, meta.get("namespace"))
+            else:
+                cluster, created, failed = events
+                await write_child(
+                    self.recorder,
+                    cluster,
+                    child_events("Create", where, created, failed),
+                    self.client.create(res, obj, meta.get("namespace")),
+                    benign=(AlreadyExists,),
+                )
         except AlreadyExists:
             return False
-        except ApiError as exc:
-            if events is not None:
-                cluster, _, failed = events
-                detail = exc.message or str(exc)
-                note = f"Failed to create {where}: {detail}"
-                self.recorder.event(cluster, WARNING, failed, note, "Create")
-            raise
-        if events is not None:
-            cluster, created, _ = events
-            self.recorder.event(cluster, NORMAL, created, f"Created {where}", "Create")
         return True
 
     async def _reconcile_rbac(self, cluster: Obj) -> None:
@@ -526,9 +558,11 @@ class RayClusterReconciler:
             have["metadata"]["labels"] = want["metadata"].get("labels")
             have["metadata"]["annotations"] = want["metadata"].get("annotations")
             have["spec"] = spec
-            await self.client.update(INGRESSES, have)
-            self.recorder.event(
-                cluster, NORMAL, c.EVENT_UPDATED_INGRESS, f"Updated ingress {ns}/{name}", "Update"
+            await write_child(
+                self.recorder,
+                cluster,
+                child_events("Update", f"ingress {ns}/{name}", c.EVENT_UPDATED_INGRESS, None),
+                self.client.update(INGRESSES, have),
             )
 
     async def _reconcile_auth_secret(self, cluster: Obj) -> None:
@@ -576,13 +610,8 @@ class RayClusterReconciler:
                 cluster, live, "", c.REASON_FAILED_DELETE_ALL_PODS, why="before the Redis cleanup"
             )
         remove = [f for f in finalizers if f != c.FINALIZER_GCS_FT_REDIS_CLEANUP]
-        timeout = DEFAULT_GCS_FT_DELETION_TIMEOUT
-        raw = (meta.get("annotations") or {}).get(c.ANNOTATION_GCS_FT_DELETION_TIMEOUT)
-        if raw and raw.strip().isdigit() and int(raw) > 0:
-            timeout = float(raw)
-        deleted_at = dt.datetime.fromisoformat(meta["deletionTimestamp"].replace("Z", "+00:00"))
-        age = (dt.datetime.now(dt.UTC) - deleted_at).total_seconds()
-        if age >= timeout:
+        timeout = redis_cleanup_timeout(meta)
+        if seconds_since(meta["deletionTimestamp"], dt.datetime.now(dt.UTC)) >= timeout:
             await self._set_finalizers(cluster, remove)
             self.recorder.event(
                 cluster,
@@ -598,19 +627,13 @@ class RayClusterReconciler:
         job_name = names.redis_cleanup_job_name(name)
         job = self.jobs.get(ns, job_name)
         if job is not None:
-            conditions = {
-                co.get("type")
-                for co in (job.get("status") or {}).get("conditions") or []
-                if co.get("status") == "True"
-            }
-            if conditions & {"Complete", "Failed", "FailureTarget"}:
-                if "Complete" not in conditions:
-                    log.warning(
-                        "redis cleanup job %s/%s failed; removing the finalizer", ns, job_name
-                    )
-                await self._set_finalizers(cluster, remove)
-                return None
-            return Result(requeue_after=self.config.error_requeue_seconds)
+            outcome = job_outcome(job)
+            if outcome is None:
+                return Result(requeue_after=self.config.error_requeue_seconds)
+            if outcome != "Complete":
+                log.warning("redis cleanup job %s/%s failed; removing the finalizer", ns, job_name)
+            await self._set_finalizers(cluster, remove)
+            return None
         try:
             await self.client.create(
                 JOBS, redisb.build_redis_cleanup_job(cluster, self.config.build), ns
@@ -688,11 +711,7 @@ class RayClusterReconciler:
             for p in self.cluster_pods(ns, name)
             if not _terminating(p) and st.node_type(p) in (c.NODE_TYPE_HEAD, c.NODE_TYPE_WORKER)
         ]
-        conditions = (cluster.get("status") or {}).get("conditions") or []
-        suspending = any(
-            co.get("type") == c.COND_RAYCLUSTER_SUSPENDING and co.get("status") == "True"
-            for co in conditions
-        )
+        suspending = st.suspending(cluster)
         if suspending or spec.get("suspend"):
             # upstream's collection delete is announced even when there is no pod at all (a
             # cluster created suspended); pods still terminating were announced already.
@@ -831,18 +850,12 @@ class RayClusterReconciler:
                 p["metadata"]["labels"].get(c.LABEL_WORKER_GROUP_REPLICA_INDEX) for p in remaining
             }
             free = (i for i in range(desired * 2 + 1) if str(i) not in used)
-            builds = []
-            for _ in range(count):
-                index = next(free) if self.config.build.multi_host_indexing else None
-                builds.append(
-                    podb.build_worker_pod(
-                        cluster,
-                        group,
-                        self.config.build,
-                        name_suffix=random_suffix(),
-                        replica_index=index,
-                    )
+            builds = [
+                self._new_worker(
+                    cluster, group, next(free) if self.config.build.multi_host_indexing else None
                 )
+                for _ in range(count)
+            ]
             await self._create_pods(cluster, builds, key)
             if count == diff:
                 return count, DONE
@@ -875,33 +888,11 @@ class RayClusterReconciler:
         for pod in pods:
             labels = pod["metadata"]["labels"]
             replicas.setdefault(labels.get(c.LABEL_WORKER_GROUP_REPLICA_NAME, ""), []).append(pod)
-        broken = [
-            name
-            for name, members in replicas.items()
-            if len(members) < hosts or any(podb.pod_is_unhealthy(p) for p in members)
-        ]
-        if broken:
-            doomed = [p for name in broken for p in replicas[name]]
+        doomed_names, why = replicas_to_remove(group, replicas, hosts)
+        if doomed_names:
+            doomed = [p for name in doomed_names for p in replicas[name]]
             await self._delete_pods(cluster, doomed, key, c.REASON_FAILED_DELETE_WORKER_POD)
-            raise _ReconcileError(
-                "",
-                f"deleted {len(broken)} incomplete or unhealthy replicas of group "
-                f"{group['groupName']}",
-            )
-        to_delete = set((group.get("scaleStrategy") or {}).get("workersToDelete") or [])
-        named = [
-            name
-            for name, members in replicas.items()
-            if any(p["metadata"]["name"] in to_delete for p in members)
-        ]
-        if named:
-            doomed = [p for name in named for p in replicas[name]]
-            await self._delete_pods(cluster, doomed, key, c.REASON_FAILED_DELETE_WORKER_POD)
-            raise _ReconcileError(
-                "",
-                f"deleted {len(named)} replicas of group {group['groupName']} named in "
-                "workersToDelete",
-            )
+            raise _ReconcileError("", why)
         desired = resb.desired_worker_replicas(group)
         diff = desired - len(replicas)
         if diff > 0:
@@ -911,22 +902,14 @@ class RayClusterReconciler:
             # still has budget creates at least one whole replica, however many hosts it has
             # (a 64-host TPU slice must not wait forever on a budget of 50).
             count = min(diff, max(budget // hosts, 1 if budget > 0 else 0))
-            builds = []
+            builds: list[Obj] = []
             for _ in range(count):
                 index = next(free)
                 replica_name = f"{group['groupName']}-{random_suffix()}"
-                for host in range(hosts):
-                    builds.append(
-                        podb.build_worker_pod(
-                            cluster,
-                            group,
-                            self.config.build,
-                            name_suffix=random_suffix(),
-                            replica_index=index,
-                            replica_name=replica_name,
-                            host_index=host,
-                        )
-                    )
+                builds.extend(
+                    self._new_worker(cluster, group, index, replica_name, host)
+                    for host in range(hosts)
+                )
             await self._create_pods(cluster, builds, key)
             return len(builds), MORE_NOW if count < diff else DONE
         if diff < 0:
@@ -935,6 +918,26 @@ class RayClusterReconciler:
                 victims = [p for name in sorted(replicas)[:-diff] for p in replicas[name]]
                 await self._delete_pods(cluster, victims, key, c.REASON_FAILED_DELETE_WORKER_POD)
         return 0, DONE
+
+    def _new_worker(
+        self,
+        cluster: Obj,
+        group: Obj,
+        index: int | None,
+        replica_name: str | None = None,
+        host: int | None = None,
+    ) -> Obj:
+        """A worker pod of ``group`` under a fresh random name (chosen before the create, so
+        that the expectation can name it)."""
+        return podb.build_worker_pod(
+            cluster,
+            group,
+            self.config.build,
+            name_suffix=random_suffix(),
+            replica_index=index,
+            replica_name=replica_name,
+            host_index=host,
+        )
 
     async def _create_pods(self, cluster: Obj, pods: list[Obj], key: str) -> None:
         sem = asyncio.Semaphore(self.config.create_parallelism)
@@ -1103,7 +1106,7 @@ class RayClusterReconciler:
             return False
         new["lastUpdateTime"] = st.now_rfc3339()
         body = {
-            "apiVersion": "ray.io/v1",
+            "apiVersion": c.API_VERSION,
             "kind": c.KIND_RAYCLUSTER,
             "metadata": {
                 "name": meta["name"],
@@ -1127,7 +1130,75 @@ class RayClusterReconciler:
 def register(
     mgr: Manager, config: RayClusterConfig, namespaces: list[str] | None = None
 ) -> RayClusterReconciler:
-    return RayClusterReconciler(mgr, config, namespaces=namespaces)
+    """Builds the reconciler over ``mgr``'s caches and wires it in: a controller for the
+    RayClusters (spec, label and annotation changes) that owns their pods, Services and
+    cleanup Jobs, and a delete handler that forgets a cluster's per-object state."""
+    reconciler = RayClusterReconciler(
+        mgr.client,
+        config,
+        mgr.recorder("raycluster-controller"),
+        RayClusterCaches.make(mgr, namespaces),
+    )
+    ctrl = mgr.controller("raycluster", reconciler.reconcile, concurrency=config.concurrency)
+    ctrl.for_(reconciler.clusters, any_of(generation_changed, labels_changed, annotations_changed))
+    reconciler.clusters.add_handler(Handler(on_delete=reconciler.forget_cluster))
+    for owned in (reconciler.jobs, reconciler.pods, reconciler.services):
+        ctrl.owns(owned, c.KIND_RAYCLUSTER, c.GROUP)
+    reconciler.controller = ctrl
+    return reconciler
+
+
+def redis_cleanup_timeout(meta: Obj) -> float:
+    """How long a deleted cluster waits for its Redis cleanup before the finalizer is removed
+    anyway: the annotation's positive whole number of seconds, else the default."""
+    raw = (meta.get("annotations") or {}).get(c.ANNOTATION_GCS_FT_DELETION_TIMEOUT)
+    if raw and raw.strip().isdigit() and int(raw) > 0:
+        return float(raw)
+    return DEFAULT_GCS_FT_DELETION_TIMEOUT
+
+
+def seconds_since(timestamp: str, now: dt.datetime) -> float:
+    """Seconds from the RFC 3339 ``timestamp`` to the aware ``now``."""
+    then = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    return (now - then).total_seconds()
+
+
+def job_outcome(job: Obj) -> str | None:
+    """A batch Job's end: "Complete", "Failed" (failed, or bound to fail: FailureTarget), or
+    None while it runs. A Job with both Complete and a failure condition counts as Complete."""
+    conditions = {
+        co.get("type")
+        for co in (job.get("status") or {}).get("conditions") or []
+        if co.get("status") == "True"
+    }
+    if not conditions & {"Complete", "Failed", "FailureTarget"}:
+        return None
+    return "Complete" if "Complete" in conditions else "Failed"
+
+
+def replicas_to_remove(
+    group: Obj, replicas: Mapping[str, list[Obj]], hosts: int
+) -> tuple[list[str], str]:
+    """Which replicas of a multi-host group (pods by replica name) go whole this pass, and the
+    reconcile error that says so: first the partial or unhealthy ones; else those with a pod
+    named in ``scaleStrategy.workersToDelete``; else none."""
+    group_name = group["groupName"]
+    broken = [
+        name
+        for name, members in replicas.items()
+        if len(members) < hosts or any(podb.pod_is_unhealthy(p) for p in members)
+    ]
+    if broken:
+        return broken, (
+            f"deleted {len(broken)} incomplete or unhealthy replicas of group {group_name}"
+        )
+    to_delete = set((group.get("scaleStrategy") or {}).get("workersToDelete") or [])
+    named = [
+        name
+        for name, members in replicas.items()
+        if any(p["metadata"]["name"] in to_delete for p in members)
+    ]
+    return named, f"deleted {len(named)} replicas of group {group_name} named in workersToDelete"
 
 
 def _surely_not_written(exc: ApiError) -> bool:

@@ -301,6 +301,16 @@ def calculate_status(  # noqa: C901, PLR0912, PLR0915
     return status
 
 
+def suspending(cluster: Obj) -> bool:
+    """Whether the cluster's status says it is suspending (a ``RayClusterSuspending`` condition
+    that is True): the state machine's cue for the reconciler to delete every pod."""
+    conditions = (cluster.get("status") or {}).get("conditions") or []
+    return any(
+        co.get("type") == c.COND_RAYCLUSTER_SUSPENDING and co.get("status") == "True"
+        for co in conditions
+    )
+
+
 def suspend_conditions(
     conditions: list[Obj], status: Obj, want_suspend: bool, any_pods: bool, now: str
 ) -> None:

@@ -286,3 +286,18 @@ def test_invalid_spec_status(
     assert new["observedGeneration"] == 4
     assert new.get("state") == old_status.get("state"), "nothing else changes"
     assert cluster["status"] == old_status, "the input is not modified"
+
+
+@pytest.mark.parametrize(
+    ("status", "want"),
+    [
+        (None, False),
+        ({}, False),
+        ({"conditions": None}, False),
+        ({"conditions": [{"type": "RayClusterSuspended", "status": "True"}]}, False),
+        ({"conditions": [{"type": "RayClusterSuspending", "status": "False"}]}, False),
+        ({"conditions": [{"type": "RayClusterSuspending", "status": "True"}]}, True),
+    ],
+)
+def test_suspending_reads_the_condition(status: dict[str, Any] | None, want: bool) -> None:
+    assert st.suspending({"metadata": {}, "status": status}) is want

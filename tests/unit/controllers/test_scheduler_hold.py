@@ -1,16 +1,47 @@
-"""The scheduler hold: a group stops creating while too many of its pods wait to be bound."""
+"""The scheduler hold: a group stops creating while too many of its pods wait to be bound;
+how worker creations are announced; the events of the reconciler's child writes. The
+reconciler is built without a manager, over caches of standalone informers (nothing here
+lists or watches)."""
 
 from __future__ import annotations
 
+import copy
 import sys
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
+
+import pytest
 
 from kuberay.controllers.raycluster import (
+    ROLES,
+    RayClusterCaches,
     RayClusterConfig,
     RayClusterReconciler,
     _awaiting_scheduler,
 )
+from kuberay.runtime.cache import ResourceCache
+from kuberay.runtime.client import KubeClient, Resource
+from kuberay.runtime.controller import Request
+from kuberay.runtime.errors import ApiError, error_for
+from kuberay.runtime.events import EventRecorder
+from kuberay.runtime.informer import Informer
+
+
+class Standalone:
+    """Makes caches as the manager does, each over one cluster-wide informer that is never
+    started (its store is filled by hand)."""
+
+    def cache(self, resource: Resource, **kwargs: Any) -> ResourceCache:
+        kwargs.pop("namespaces", None)
+        return ResourceCache(resource, [Informer(cast(KubeClient, None), resource, **kwargs)])
+
+
+def reconciler(recorder: Any = None, **config: Any) -> RayClusterReconciler:
+    return RayClusterReconciler(
+        cast(KubeClient, None),
+        RayClusterConfig(**config),
+        cast(EventRecorder, recorder),
+        RayClusterCaches.make(Standalone(), None),
+    )
 
 
 def pod(node: str = "", unschedulable: bool = False) -> dict[str, Any]:
@@ -23,8 +54,14 @@ def pod(node: str = "", unschedulable: bool = False) -> dict[str, Any]:
 
 
 def room(group: dict[str, Any], pods: list[dict[str, Any]], **config: Any) -> int:
-    fake = SimpleNamespace(config=RayClusterConfig(**config))
-    return RayClusterReconciler._scheduler_room(fake, group, pods)  # type: ignore[arg-type]
+    return reconciler(**config)._scheduler_room(group, pods)
+
+
+def test_a_reconciler_needs_no_manager() -> None:
+    r = reconciler()
+    assert r.controller is None
+    assert set(r.made) == {"serviceaccounts", "roles", "rolebindings"}
+    assert r.cluster_pods("ns", "rc") == []
 
 
 GROUP: dict[str, Any] = {"groupName": "g", "template": {"spec": {"containers": []}}}
@@ -66,9 +103,8 @@ class Recorder:
 
 def announce(names: list[str]) -> list[tuple[str, str]]:
     recorder = Recorder()
-    fake = SimpleNamespace(recorder=recorder)
     cluster = {"metadata": {"namespace": "ns", "name": "rc"}}
-    RayClusterReconciler._announce_workers(fake, cluster, names)  # type: ignore[arg-type]
+    reconciler(recorder)._announce_workers(cluster, names)
     return recorder.events
 
 
@@ -104,3 +140,137 @@ def test_only_a_definite_rejection_forgets_a_write() -> None:
     assert _surely_not_written(err(429))
     for unknown in (0, 408, 409, 500, 503, 504):
         assert not _surely_not_written(err(unknown)), unknown
+
+
+# ---------------------------------------------------------------------------- child writes
+class Client:
+    """Answers each write with ``fail`` when set; ``get`` returns ``have`` or NotFound."""
+
+    def __init__(self, fail: Exception | None = None, have: dict[str, Any] | None = None) -> None:
+        self.fail = fail
+        self.have = have
+        self.calls: list[tuple[str, str]] = []
+
+    async def _write(self, verb: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((verb, obj["metadata"]["name"]))
+        if self.fail is not None:
+            raise self.fail
+        return obj
+
+    async def create(self, resource: Any, obj: dict[str, Any], ns: str | None) -> Any:
+        return await self._write("create", obj)
+
+    async def update(self, resource: Any, obj: dict[str, Any]) -> Any:
+        return await self._write("update", obj)
+
+    async def get(self, resource: Any, name: str, ns: str) -> Any:
+        if self.have is None:
+            raise error_for(404, {"reason": "NotFound", "message": "gone"}, "GET", "/x")
+        return copy.deepcopy(self.have)
+
+
+class FullRecorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str, str]] = []
+
+    def event(self, obj: Any, etype: str, reason: str, message: str, action: str = "") -> None:
+        self.events.append((etype, reason, message, action))
+
+
+CLUSTER: dict[str, Any] = {
+    "apiVersion": "ray.io/v1",
+    "kind": "RayCluster",
+    "metadata": {"name": "rc", "namespace": "ns", "uid": "u1"},
+    "spec": {
+        "headGroupSpec": {
+            "enableIngress": True,
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-head", "image": "ray"}]}},
+        }
+    },
+}
+ROLE: dict[str, Any] = {"kind": "Role", "metadata": {"name": "rc", "namespace": "ns"}}
+ROLE_EVENTS = (CLUSTER, "CreatedRole", "FailedToCreateRole")
+
+
+def writer(client: Client) -> tuple[RayClusterReconciler, FullRecorder]:
+    recorder = FullRecorder()
+    r = reconciler(recorder)
+    r.client = cast(KubeClient, client)
+    return r, recorder
+
+
+async def test_a_created_child_is_announced_on_the_cluster() -> None:
+    r, recorder = writer(Client())
+    assert await r._create_if_missing(ROLES, ROLE, ROLE_EVENTS)
+    assert recorder.events == [("Normal", "CreatedRole", "Created Role ns/rc", "Create")]
+
+
+async def test_an_existing_child_is_no_event_and_no_error() -> None:
+    exists = error_for(409, {"reason": "AlreadyExists", "message": "exists"}, "POST", "/x")
+    r, recorder = writer(Client(fail=exists))
+    assert not await r._create_if_missing(ROLES, ROLE, ROLE_EVENTS)
+    assert recorder.events == []
+
+
+async def test_a_failed_create_warns_with_the_server_message_and_raises() -> None:
+    denied = error_for(403, {"reason": "Forbidden", "message": "no"}, "POST", "/x")
+    r, recorder = writer(Client(fail=denied))
+    with pytest.raises(ApiError):
+        await r._create_if_missing(ROLES, ROLE, ROLE_EVENTS)
+    assert recorder.events == [
+        ("Warning", "FailedToCreateRole", "Failed to create Role ns/rc: no", "Create")
+    ]
+    r, recorder = writer(Client(fail=denied))
+    with pytest.raises(ApiError):
+        await r._create_if_missing(ROLES, ROLE)  # no events asked for: none recorded
+    assert recorder.events == []
+
+
+async def test_a_child_the_cache_holds_is_not_created_again() -> None:
+    client = Client()
+    r, _ = writer(client)
+    r.made["roles"].informers[0].store.upsert(copy.deepcopy(ROLE))
+    assert not await r._create_if_missing(ROLES, ROLE, ROLE_EVENTS)
+    assert client.calls == []
+
+
+async def test_a_drifted_ingress_is_updated_with_one_event_and_a_failure_is_silent() -> None:
+    have = {
+        "metadata": {
+            "name": "rc-head-ingress",
+            "namespace": "ns",
+            "ownerReferences": [{"uid": "u1"}],
+        },
+        "spec": {"rules": []},
+    }
+    r, recorder = writer(Client(have=have))
+    await r._reconcile_ingress(copy.deepcopy(CLUSTER))
+    assert recorder.events == [
+        ("Normal", "UpdatedIngress", "Updated ingress ns/rc-head-ingress", "Update")
+    ]
+    conflict = error_for(409, {"reason": "Conflict", "message": "stale"}, "PUT", "/x")
+    client = Client(fail=conflict, have=have)
+    r, recorder = writer(client)
+    with pytest.raises(ApiError):
+        await r._reconcile_ingress(copy.deepcopy(CLUSTER))
+    assert client.calls == [("update", "rc-head-ingress")]
+    assert recorder.events == []
+
+
+async def test_a_missing_cluster_drops_its_expectations() -> None:
+    r = reconciler()
+    r.expectations.expect_create("ns/rc/", "ns", "rc-head")
+    assert not r.expectations.satisfied("ns/rc/")
+    assert await r.reconcile(Request("ns", "rc")) is None
+    assert r.expectations.satisfied("ns/rc/")
+
+
+async def test_a_cluster_managed_elsewhere_is_left_alone() -> None:
+    client = Client()
+    r, recorder = writer(client)
+    other = copy.deepcopy(CLUSTER)
+    other["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    r.clusters.informers[0].store.upsert(other)
+    assert await r.reconcile(Request("ns", "rc")) is None
+    assert (client.calls, recorder.events) == ([], [])
