@@ -72,8 +72,8 @@ FIELD_DOCS: dict[str, str] = {
     "(RayClusterNetworkPolicy gate).",
     "RayClusterSpec.tlsOptions": "Mutual TLS between Ray processes (RayClusterMTLS gate).",
     "RayClusterSpec.headGroupSpec": "The head pod.",
-    "RayClusterSpec.rayVersion": "The Ray version of the images; selects version-dependent "
-    "behaviour such as the autoscaler's command.",
+    "RayClusterSpec.rayVersion": "The Ray version of the images; the injected health probes "
+    "depend on it.",
     "RayClusterSpec.workerGroupSpecs": "The worker groups; group names must be unique.",
     "RayClusterUpgradeStrategy.type": "`Recreate` deletes and recreates the pods when a pod "
     "template changes; `None` (or unset) leaves running pods alone.",
