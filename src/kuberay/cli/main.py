@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from kuberay.api import crdgen
-from kuberay.cli import demo, dev, manifests, operator
+from kuberay.cli import demo, dev, docs, manifests, operator
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +24,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     manifests.add_arguments(install)
     install.set_defaults(func=manifests.run)
+    reference = sub.add_parser(
+        "docs", help="regenerate (or --check) docs/api-reference.md and the chart's values table"
+    )
+    docs.add_arguments(reference)
+    reference.set_defaults(func=docs.run)
     return parser
 
 

@@ -347,25 +347,46 @@ def _expected(deploy: Path) -> dict[str, bytes]:
     return out
 
 
-def stale_files(deploy: Path) -> list[str]:
-    """Generated files (relative to ``deploy``) that are missing or differ."""
+def stale_in(root: Path, expected: dict[str, bytes]) -> list[str]:
+    """Keys of ``expected`` (paths relative to ``root``) whose file is missing or differs."""
     stale = []
-    for rel, data in sorted(_expected(deploy).items()):
-        path = deploy / rel
+    for rel, data in sorted(expected.items()):
+        path = root / rel
         if not path.exists() or path.read_bytes() != data:
             stale.append(rel)
     return stale
 
 
-def write(deploy: Path) -> list[Path]:
+def write_into(root: Path, expected: dict[str, bytes]) -> list[Path]:
+    """Write the files of ``expected`` that are missing or differ; the paths written."""
     written = []
-    for rel, data in sorted(_expected(deploy).items()):
-        path = deploy / rel
+    for rel in stale_in(root, expected):
+        path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_bytes() != data:
-            path.write_bytes(data)
-            written.append(path)
+        path.write_bytes(expected[rel])
+        written.append(path)
     return written
+
+
+def check_or_write(root: Path, expected: dict[str, bytes], check: bool) -> int:
+    """``--check``: list the stale files on stderr, 1 if any; else write them and list them."""
+    if check:
+        stale = stale_in(root, expected)
+        for rel in stale:
+            print(f"stale: {root / rel}", file=sys.stderr)
+        return 1 if stale else 0
+    for path in write_into(root, expected):
+        print(path)
+    return 0
+
+
+def stale_files(deploy: Path) -> list[str]:
+    """Generated files (relative to ``deploy``) that are missing or differ."""
+    return stale_in(deploy, _expected(deploy))
+
+
+def write(deploy: Path) -> list[Path]:
+    return write_into(deploy, _expected(deploy))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -385,11 +406,4 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    if args.check:
-        stale = stale_files(deploy)
-        for rel in stale:
-            print(f"stale: {deploy / rel}", file=sys.stderr)
-        return 1 if stale else 0
-    for path in write(deploy):
-        print(path)
-    return 0
+    return check_or_write(deploy, _expected(deploy), args.check)
