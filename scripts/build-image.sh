@@ -25,16 +25,14 @@ while [[ $# -gt 0 ]]; do
     case $1 in
         --base) base=$2; shift 2 ;;
         --rebuild-base) rebuild_base=1; shift ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
-for tool in buildah debootstrap; do
-    command -v "$tool" >/dev/null || {
-        echo "$tool is missing: apt-get install -y buildah debootstrap" >&2
-        exit 1
-    }
-done
+need() {
+    command -v "$1" >/dev/null || { echo "$1 is missing: apt-get install -y $1" >&2; exit 1; }
+}
+need buildah
 [[ $(id -u) -eq 0 ]] || { echo "run as root (debootstrap and buildah mount need it)" >&2; exit 1; }
 
 seconds() { date +%s.%N; }
@@ -42,6 +40,7 @@ elapsed() { awk -v a="$1" -v b="$(seconds)" 'BEGIN { printf "%.1f", b - a }'; }
 
 build_base() {
     local t0 rootfs ctr mnt
+    need debootstrap
     t0=$(seconds)
     rootfs=$(mktemp -d /var/tmp/kuberay-base.XXXXXX)
     trap 'rm -rf "$rootfs"' RETURN
@@ -79,14 +78,17 @@ if [[ -z $base ]]; then
     base=$BASE_TAG
 fi
 
-ca_args=()
+pip_args=()
 if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
-    ca_args=(--volume /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro
-             --build-arg PIP_CERT=/run/host-ca.crt)
+    pip_args=(--volume /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro
+              --build-arg PIP_CERT=/run/host-ca.crt)
+fi
+if [[ -n ${PIP_INDEX_URL:-} ]]; then
+    pip_args+=(--build-arg PIP_INDEX_URL="$PIP_INDEX_URL")
 fi
 echo "==> building $IMAGE from $base"
 t0=$(seconds)
-buildah bud --layers --isolation "$ISOLATION" --network host --build-arg BASE_IMAGE="$base" "${ca_args[@]}" \
+buildah bud --layers --isolation "$ISOLATION" --network host --build-arg BASE_IMAGE="$base" "${pip_args[@]}" \
     -f Containerfile -t "$IMAGE" .
 echo "image built in $(elapsed "$t0") s"
 echo "uncompressed: $(buildah images --format '{{.Size}}' "$IMAGE")"
