@@ -160,6 +160,8 @@ def test_version(bundle: Bundle) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"kuberay-py {kuberay.__version__} (KubeRay v1.7.0)\n"
     print(f"\n/manager --version from the image: {took:.2f} s")
+    # This project's chart passes the subcommand first; /manager takes it as well.
+    assert bundle.run("operator", "--version").stdout == proc.stdout
 
 
 def test_kuberay_command_is_on_path(bundle: Bundle) -> None:
