@@ -21,6 +21,21 @@ from kuberay.runtime.client import KubeClient, load_kubeconfig
 _NEEDS_PLANE = ("integration", "e2e", "bench")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-image",
+        action="store_true",
+        help="collect tests/image, which runs the image scripts/build-image.sh built (as root)",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/image is left out unless --run-image: it needs a built image and root."""
+    if collection_path == Path(__file__).parent / "image" and not config.getoption("--run-image"):
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.fspath)).parts

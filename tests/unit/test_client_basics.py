@@ -192,6 +192,31 @@ def test_client_keys_live_in_a_private_directory(tmp_path: Path) -> None:
     assert key_path.parent.name.startswith("kuberay-credentials-")
 
 
+def test_client_keys_stay_in_memory_without_a_writable_temp_dir(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # A read-only root file system without a /tmp volume: no temporary directory can be made.
+    key = base64.b64encode(b"KEY PEM").decode()
+    path = _write(tmp_path / "c", _doc("a", "https://a", **{"client-key-data": key}))
+    script = (
+        "import tempfile\n"
+        "def refuse(*args, **kwargs):\n"
+        "    raise FileNotFoundError('No usable temporary directory found')\n"
+        "tempfile.mkdtemp = refuse\n"
+        "from kuberay.runtime.client import load_kubeconfig\n"
+        f"key_file = load_kubeconfig({str(path)!r}).key_file\n"
+        "print(key_file)\n"
+        "print(open(key_file, 'rb').read().decode())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    where, content = out.stdout.splitlines()
+    assert where.startswith("/proc/self/fd/")
+    assert content == "KEY PEM"
+
+
 def test_private_directory_is_removed_when_the_process_exits(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import kuberay
 from kuberay.api.features import FeatureGates
 from kuberay.cli.main import build_parser
 from kuberay.cli.operator import SettingsError, load_config_file, settings_from_args
@@ -54,6 +55,14 @@ def test_every_operator_flag_has_help() -> None:
     flags = [a for a in op._actions if a.option_strings and a.dest != "help"]
     assert len(flags) >= 24
     assert [a.option_strings[0] for a in flags if not (a.help or "").strip()] == []
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["operator", "--version"]])
+def test_version(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(argv)
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"kuberay-py {kuberay.__version__} (KubeRay v1.7.0)\n"
 
 
 def test_bad_concurrency_is_a_clear_error() -> None:

@@ -11,6 +11,7 @@ from kuberay.cli import demo, dev, docs, manifests, operator
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kuberay", description=__doc__)
+    parser.add_argument("--version", action="version", version=operator.version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     dev.register(sub)
     demo.register(sub)

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from kuberay import __version__
 from kuberay.api import constants as c
 from kuberay.api import validation as v
 from kuberay.api.features import FeatureGates
@@ -177,6 +178,12 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def version_text() -> str:
+    """``kuberay-py <version> (KubeRay <API version>)``: this package and the upstream release
+    whose API and behaviour it follows."""
+    return f"kuberay-py {__version__} (KubeRay {c.KUBERAY_VERSION})"
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "operator",
@@ -312,6 +319,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     flag("--zap-stacktrace-level", default="", help="accepted for compatibility; no effect")
     flag("--zap-time-encoding", default="", help="accepted for compatibility; no effect")
+    flag("--version", action="version", version=version_text(), help="print the version and exit")
     p.set_defaults(func=cmd_operator)
 
 

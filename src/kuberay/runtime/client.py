@@ -186,18 +186,37 @@ class KubeconfigError(ValueError):
 
 
 _PRIVATE: dict[str, str] = {}
+_MEMORY_FILES: list[int] = []  # memfds holding key material, open for the process's life
 
 
-def _private_dir() -> str:
+def _private_dir() -> str | None:
     """One directory per process (0700, removed at exit) for the key material Python's ssl
     module can only load from files: client certificates and keys. CA certificates stay in
-    memory."""
+    memory. None when no temporary directory can be made (a read-only root file system without
+    a writable /tmp): the key material then stays in memory (``_memory_file``)."""
     if "dir" not in _PRIVATE:
-        path = tempfile.mkdtemp(prefix="kuberay-credentials-")
+        try:
+            path = tempfile.mkdtemp(prefix="kuberay-credentials-")
+        except OSError:
+            if not hasattr(os, "memfd_create"):
+                raise
+            _PRIVATE["dir"] = ""
+            return None
         os.chmod(path, 0o700)
         _PRIVATE["dir"] = path
         atexit.register(shutil.rmtree, path, True)
-    return _PRIVATE["dir"]
+    return _PRIVATE["dir"] or None
+
+
+def _memory_file(data: bytes) -> str:
+    """An anonymous in-memory file (Linux memfd) that only this process can open, by its
+    ``/proc/self/fd`` path; it stays open until the process exits."""
+    fd = os.memfd_create("kuberay-credential", os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    _MEMORY_FILES.append(fd)
+    return f"/proc/self/fd/{fd}"
 
 
 def _materialise(data_b64: str, temp: list[str]) -> str:
@@ -205,7 +224,12 @@ def _materialise(data_b64: str, temp: list[str]) -> str:
         data = base64.b64decode(data_b64, validate=True)
     except (ValueError, TypeError) as exc:
         raise KubeconfigError(f"inline credential data is not base64: {exc}") from exc
-    fd, path = tempfile.mkstemp(prefix="key-", dir=_private_dir())
+    directory = _private_dir()
+    if directory is None:
+        path = _memory_file(data)
+        temp.append(path)
+        return path
+    fd, path = tempfile.mkstemp(prefix="key-", dir=directory)
     os.fchmod(fd, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
