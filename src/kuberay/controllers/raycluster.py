@@ -38,7 +38,7 @@ import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -65,7 +65,7 @@ from kuberay.controllers.common import (
     random_suffix,
 )
 from kuberay.controllers.reconcile import child_events, working_copy, write_child
-from kuberay.runtime.cache import ResourceCache
+from kuberay.runtime.cache import CacheSource, ResourceCache
 from kuberay.runtime.client import (
     JOBS,
     JSON_PATCH,
@@ -198,19 +198,6 @@ class _ReconcileError(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
-
-
-class CacheSource(Protocol):
-    """Where the caches come from: a ``Manager``, or in tests anything with its ``cache``."""
-
-    def cache(
-        self,
-        resource: Resource,
-        *,
-        namespaces: Sequence[str] | None = None,
-        label_selector: str | None = None,
-        **kwargs: Any,
-    ) -> ResourceCache: ...
 
 
 @dataclass(frozen=True)
