@@ -65,6 +65,7 @@ from kuberay.controllers.common import (
     random_suffix,
 )
 from kuberay.controllers.reconcile import child_events, working_copy, write_child
+from kuberay.runtime import rfc3339
 from kuberay.runtime.cache import CacheSource, ResourceCache
 from kuberay.runtime.client import (
     JOBS,
@@ -1146,8 +1147,7 @@ def redis_cleanup_timeout(meta: Obj) -> float:
 
 def seconds_since(timestamp: str, now: dt.datetime) -> float:
     """Seconds from the RFC 3339 ``timestamp`` to the aware ``now``."""
-    then = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    return (now - then).total_seconds()
+    return (now - rfc3339.parse(timestamp)).total_seconds()
 
 
 def job_outcome(job: Obj) -> str | None:

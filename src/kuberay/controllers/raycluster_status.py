@@ -20,13 +20,11 @@ Invariants and failure modes:
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from kuberay.api import constants as c
 from kuberay.api import resources as res
 from kuberay.runtime import rfc3339
-
-Obj = dict[str, Any]
+from kuberay.runtime.store import Obj
 
 MSG_PROVISIONING = "RayCluster Pods are being provisioned for first time"
 MSG_PROVISIONED = "All Ray Pods are ready for the first time"

@@ -89,7 +89,7 @@ log = logging.getLogger("kuberay.controllers.rayjob")
 # upstream's, the head Service no other label of ours), so they are selected by those.
 SERVICE_SELECTOR = f"{c.LABEL_ORIGINATED_FROM_CRD}={c.KIND_RAYJOB}"
 
-RAYJOBS = Resource("ray.io", "v1", "rayjobs", kind="RayJob")
+RAYJOBS = c.RAYJOBS  # kept importable from here
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:

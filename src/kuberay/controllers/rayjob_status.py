@@ -32,8 +32,7 @@ from kuberay.api import constants as c
 from kuberay.builders import rayjob as rjb
 from kuberay.controllers.common import parse_time, rfc3339
 from kuberay.ray.dashboard import JobInfo
-
-Obj = dict[str, Any]
+from kuberay.runtime.store import Obj
 
 # status.conditions (additive, beyond upstream)
 COND_CLUSTER_READY = "ClusterReady"

@@ -143,7 +143,7 @@ ENDPOINTSLICE_FIELDS: FieldTree = {
 # Conflict), the version read is stale, or the object (or its whole API) is not there.
 STATES = (Conflict, NotFound)
 
-RAYSERVICES = Resource("ray.io", "v1", "rayservices", kind="RayService")
+RAYSERVICES = c.RAYSERVICES  # kept importable from here
 GATEWAYS = Resource("gateway.networking.k8s.io", "v1", "gateways", kind="Gateway")
 HTTPROUTES = Resource("gateway.networking.k8s.io", "v1", "httproutes", kind="HTTPRoute")
 

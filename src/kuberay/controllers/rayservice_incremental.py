@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
 
 from kuberay.api import constants as c
 from kuberay.api import features
@@ -44,8 +43,7 @@ from kuberay.controllers.rayservice_status import (
     serve_port,
     set_service_condition,
 )
-
-Obj = dict[str, Any]
+from kuberay.runtime.store import Obj
 
 
 def is_incremental(svc: Obj, gates: FeatureGates) -> bool:

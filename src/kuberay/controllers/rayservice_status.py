@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -45,8 +44,7 @@ from kuberay.builders import names
 from kuberay.builders import rayservice as rsb
 from kuberay.controllers.common import parse_time, rfc3339
 from kuberay.controllers.raycluster_status import find_condition, set_condition
-
-Obj = dict[str, Any]
+from kuberay.runtime.store import Obj
 
 MSG_INITIALIZING = "RayService is initializing"
 MSG_NON_ZERO_ENDPOINTS = "Number of serve endpoints is greater than 0"
