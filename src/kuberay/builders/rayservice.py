@@ -130,7 +130,8 @@ def build_cluster(svc: JsonDict, cluster_name: str) -> JsonDict:
 
     Labels and annotations start from the RayService's; ours (origin labels, hash, number of
     worker groups, operator version) win.
-    """
+
+    upstream: constructRayClusterForRayService."""
     meta = as_dict(svc.get("metadata"))
     name = str(meta.get("name") or "")
     spec = copy.deepcopy(as_dict(spec_of(svc).get("rayClusterConfig")))
@@ -156,7 +157,8 @@ def build_cluster(svc: JsonDict, cluster_name: str) -> JsonDict:
 
 def updated_cluster(svc: JsonDict, existing: JsonDict) -> JsonDict:
     """``existing`` rebuilt from the goal spec (in-place update: replicas, appended groups,
-    operator version). ``spec.suspend`` and the resourceVersion of ``existing`` are kept."""
+    operator version). ``spec.suspend`` and the resourceVersion of ``existing`` are kept.
+    upstream: modifyRayCluster."""
     want = build_cluster(svc, str(as_dict(existing.get("metadata")).get("name") or ""))
     old_meta = as_dict(existing.get("metadata"))
     for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "finalizers"):
@@ -209,13 +211,15 @@ def serve_config(svc: JsonDict) -> dict[str, Any] | None:
 
 
 def serve_config_hash(svc: JsonDict) -> str:
-    """What is recorded on a cluster once its serve config is applied (empty when unset)."""
+    """What is recorded on a cluster once its serve config is applied (empty when unset).
+    upstream: cacheServeConfig."""
     text = spec_of(svc).get("serveConfigV2")
     return json_hash(str(text)) if text else ""
 
 
 def build_head_service_for(svc: JsonDict, cluster: JsonDict, options: BuildOptions) -> JsonDict:
-    """``<rayservice>-head-svc``: the target cluster's head Service under the RayService."""
+    """``<rayservice>-head-svc``: the target cluster's head Service under the RayService.
+    upstream: BuildHeadServiceForRayService."""
     return build_head_service_for_cr(
         cluster, options, service_name(svc), c.KIND_RAYSERVICE, owner_reference(svc)
     )
@@ -226,7 +230,8 @@ def build_serve_service_for(svc: JsonDict, cluster: JsonDict, options: BuildOpti
 
     A custom ``serveService`` is the base (its name honoured, namespace forced, selector
     replaced); its ports replace same-named ports from the head container.
-    """
+
+    upstream: BuildServeServiceForRayService."""
     name = service_name(svc)
     custom = copy.deepcopy(as_dict(spec_of(svc).get("serveService")))
     custom_spec = as_dict(custom.get("spec"))
@@ -269,7 +274,8 @@ def deletion_delay_seconds(svc: JsonDict) -> int:
 
 
 def count_ready_endpoints(slices: list[JsonDict]) -> int:
-    """Ready endpoints over EndpointSlices, each pod counted once (by targetRef UID)."""
+    """Ready endpoints over EndpointSlices, each pod counted once (by targetRef UID).
+    upstream: calculateNumServeEndpointsFromSlices."""
     seen: set[str] = set()
     anonymous = 0
     for item in slices:
