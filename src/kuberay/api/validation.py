@@ -631,7 +631,7 @@ def validate_raycluster_spec(  # noqa: C901, PLR0912
     annotations: Mapping[str, str] | None = None,
     gates: FeatureGates = DEFAULT_GATES,
 ) -> str | None:
-    """``ValidateRayClusterSpec``: the first violated rule, unprefixed.
+    """The first violated rule, unprefixed.
     upstream: ValidateRayClusterSpec."""
     annotations = annotations or {}
     head = spec.head_group_spec
@@ -913,7 +913,7 @@ def runtime_env_error(text: str | None) -> str | None:
 def validate_rayjob_spec(  # noqa: C901, PLR0912
     job: RayJob, gates: FeatureGates = DEFAULT_GATES, *, prefix: str = RAYJOB_PREFIX
 ) -> str | None:
-    """``ValidateRayJobSpec``; ``prefix`` is upstream's ``The RayJob spec is invalid: ``.
+    """The first violated rule; ``prefix`` is upstream's ``The RayJob spec is invalid: ``.
     upstream: ValidateRayJobSpec."""
     spec = job.spec
     if spec is None:

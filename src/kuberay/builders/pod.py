@@ -288,7 +288,8 @@ def ray_start_command(cluster: JsonDict, group: JsonDict | None, options: BuildO
 def _pod_labels(
     node_type: str, name: str, group_name: str, template_labels: Any, group_labels: Any
 ) -> dict[str, str]:
-    """The pod's labels: the template's, then the operator's own ones. upstream: labelPod."""
+    """The operator's labels, then the user's (which cannot move the pod to another group).
+    upstream: labelPod."""
     labels = {
         c.LABEL_IS_RAY_NODE: "yes",
         c.LABEL_CLUSTER: name,
@@ -773,7 +774,7 @@ def _finish_pod(
     annotations: dict[str, str],
     options: BuildOptions,
 ) -> JsonDict:
-    """Upstream's ``BuildPod``: serve label, volumes, command, env and probes.
+    """Serve label, volumes, command, env and probes.
     upstream: BuildPod."""
     crd = creator_crd(cluster, options)
     if crd == c.KIND_RAYSERVICE:
@@ -863,7 +864,8 @@ def _start_template(source: JsonDict, what: str) -> JsonDict:
 
 
 def _template_annotations(cluster: JsonDict, template: JsonDict) -> dict[str, str]:
-    """Pod annotations: the operator's, then the template's. upstream: initTemplateAnnotations."""
+    """The template's annotations plus the cluster's overwrite-command opt-in.
+    upstream: initTemplateAnnotations."""
     annotations = {
         str(k): str(v) for k, v in as_dict(template["metadata"].get("annotations")).items()
     }
@@ -999,7 +1001,7 @@ def _ordered_metadata(pod: JsonDict) -> JsonDict:
 
 
 def pod_is_unhealthy(pod: JsonDict, ray_container_name: str | None = None) -> bool:
-    """Whether the operator must delete this pod (upstream ``shouldDeletePod``).
+    """Whether the operator must delete this pod.
 
     A pod in a terminal phase (``Failed``/``Succeeded``) never restarts. A ``Running`` pod whose
     Ray container has terminated is replaced only if ``restartPolicy`` is ``Never``; otherwise

@@ -56,7 +56,8 @@ def job_owner_reference(job: JsonDict) -> JsonDict:
 
 
 def generated_name(job_name: str, suffix: str) -> str:
-    """``<rayjob>-<suffix>``: used for both the RayCluster name and a generated submission id."""
+    """``<rayjob>-<suffix>``: used for both the RayCluster name and a generated submission id.
+    upstream: GenerateRayClusterName / GenerateRayJobId."""
     return f"{job_name}-{suffix}"
 
 
@@ -90,7 +91,8 @@ def dashboard_port(cluster_spec: JsonDict) -> int:
 
 
 def dashboard_url(cluster: JsonDict, options: BuildOptions) -> str:
-    """``<head service>.<ns>.svc.<domain>:<dashboard port>`` (no scheme), as status.dashboardURL."""
+    """``<head service>.<ns>.svc.<domain>:<dashboard port>`` (no scheme), as status.dashboardURL.
+    upstream: FetchHeadServiceURL (port from the spec, not the live Service)."""
     return f"{names.head_fqdn(cluster, options)}:{dashboard_port(spec_of(cluster))}"
 
 

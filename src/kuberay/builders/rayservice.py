@@ -37,7 +37,8 @@ def service_name(svc: JsonDict) -> str:
 
 
 def cluster_name_for(svc_name: str, suffix: str) -> str:
-    """``<rayservice>-<suffix>``: the name of a new (pending) RayCluster."""
+    """``<rayservice>-<suffix>``: the name of a new (pending) RayCluster.
+    upstream: GenerateRayClusterName."""
     return f"{svc_name}-{suffix}"
 
 
@@ -50,7 +51,8 @@ def rayservice_head_service_name(svc_name: str) -> str:
 
 
 def serve_service_name(svc: JsonDict) -> str:
-    """``serveService.metadata.name`` when given, else ``<rayservice>-serve-svc``."""
+    """``serveService.metadata.name`` when given, else ``<rayservice>-serve-svc``.
+    upstream: GenerateServeServiceName (via BuildServeServiceForRayService)."""
     custom = as_dict(as_dict(spec_of(svc).get("serveService")).get("metadata")).get("name")
     return str(custom) if custom else f"{service_name(svc)}-serve-svc"
 
@@ -211,8 +213,7 @@ def serve_config(svc: JsonDict) -> dict[str, Any] | None:
 
 
 def serve_config_hash(svc: JsonDict) -> str:
-    """What is recorded on a cluster once its serve config is applied (empty when unset).
-    upstream: cacheServeConfig."""
+    """What is recorded on a cluster once its serve config is applied (empty when unset)."""
     text = spec_of(svc).get("serveConfigV2")
     return json_hash(str(text)) if text else ""
 

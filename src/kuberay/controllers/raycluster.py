@@ -360,7 +360,7 @@ class RayClusterReconciler:
         return Result(requeue_after=self.config.default_requeue_seconds)
 
     def _validate(self, cluster: Obj) -> tuple[str, str, bool] | None:
-        """The event reason and message when metadata, spec or status is invalid.
+        """(event reason, message, flag) when metadata, spec or status is invalid, else None.
         upstream: the validation block of rayClusterReconcile."""
         err = v.validate_raycluster_metadata(cluster["metadata"])
         if err:

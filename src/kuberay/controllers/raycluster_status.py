@@ -53,7 +53,7 @@ def is_running_and_ready(pod: Obj) -> bool:
 
 
 def all_pods_running(pods: list[Obj]) -> bool:
-    """Upstream ``CheckAllPodsRunning``: every pod Running and none with Ready=False.
+    """Every pod Running and none with Ready=False.
     upstream: CheckAllPodsRunning."""
     if not pods:
         return False
