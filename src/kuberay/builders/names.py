@@ -129,6 +129,7 @@ def auth_secret_name(cluster_name: str) -> str:
 
 
 def gcs_pvc_name(cluster: dict[str, Any]) -> str:
+    """The user's claim name, else ``<cluster>-gcs-pvc``. upstream: GetGCSStoragePVCName."""
     options = (cluster.get("spec") or {}).get("gcsFaultToleranceOptions") or {}
     claim = (options.get("storage") or {}).get("claimName")
     return str(claim) if claim else f"{_name(cluster)}-gcs-pvc"

@@ -536,6 +536,7 @@ def _configure_tls(cluster: JsonDict, pod_spec: JsonDict, node_type: str) -> Non
 def _collector_container(
     cluster: JsonDict, collector: JsonDict, node_type: str, fqdn: str
 ) -> JsonDict:
+    """The history-server collector sidecar. upstream: history_server.go buildCollectorContainer."""
     user_env = as_list(collector.get("env"))
     resources = collector.get("resources")
     container: JsonDict = {
