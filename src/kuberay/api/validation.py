@@ -971,7 +971,8 @@ def validate_rayjob_spec(  # noqa: C901, PLR0912
 
 
 def metadata_version_error(spec: RayJobSpec) -> str | None:
-    """Checked when the submit command is built: ``--metadata-json`` needs Ray >= 2.6.0."""
+    """Checked when the submit command is built: ``--metadata-json`` needs Ray >= 2.6.0.
+    upstream: the version check of job.go GetMetadataJson."""
     ray_version = spec.ray_cluster_spec.ray_version if spec.ray_cluster_spec else None
     if not spec.metadata or not ray_version:
         return None
