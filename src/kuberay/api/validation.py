@@ -98,11 +98,13 @@ def restart_policy(template: Any) -> str:
 
 
 def is_autoscaling_enabled(spec: RayClusterSpec | None) -> bool:
+    """``enableInTreeAutoscaling: true`` on a typed spec. upstream: IsAutoscalingEnabled."""
     return spec is not None and spec.enable_in_tree_autoscaling is True
 
 
 def is_autoscaling_v2_enabled(spec: RayClusterSpec) -> bool:
-    """Explicit ``autoscalerOptions.version: v2`` (what the restartPolicy rule keys on)."""
+    """Explicit ``autoscalerOptions.version: v2`` (what the restartPolicy rule keys on).
+    upstream: IsAutoscalingV2Enabled."""
     options = spec.autoscaler_options
     return options is not None and options.version == c.AUTOSCALER_V2
 
@@ -118,15 +120,18 @@ def autoscaler_v2_requested(spec: RayClusterSpec) -> bool:
 
 
 def is_gcs_ft_enabled(spec: RayClusterSpec, annotations: Mapping[str, str]) -> bool:
+    """GCS FT by options, else by the legacy annotation. upstream: IsGCSFaultToleranceEnabled."""
     ft = annotations.get(c.ANNOTATION_FT_ENABLED, "")
     return spec.gcs_fault_tolerance_options is not None or ft.lower() == "true"
 
 
 def is_auth_enabled(spec: RayClusterSpec) -> bool:
+    """``authOptions.mode: token`` on a typed spec. upstream: IsAuthEnabled."""
     return spec.auth_options is not None and spec.auth_options.mode == c.AUTH_MODE_TOKEN
 
 
 def is_k8s_token_auth(spec: RayClusterSpec | None) -> bool:
+    """``authOptions.enableK8sTokenAuth: true`` on a typed spec. upstream: IsK8sAuthEnabled."""
     return (
         spec is not None
         and spec.auth_options is not None
@@ -135,6 +140,8 @@ def is_k8s_token_auth(spec: RayClusterSpec | None) -> bool:
 
 
 def is_incremental_upgrade(service: RayService, gates: FeatureGates) -> bool:
+    """The NewClusterWithIncrementalUpgrade strategy is chosen.
+    upstream: IsIncrementalUpgradeEnabled."""
     strategy = service.spec.upgrade_strategy if service.spec else None
     return (
         gates.enabled(features.RAY_SERVICE_INCREMENTAL_UPGRADE)
@@ -147,6 +154,7 @@ def is_incremental_upgrade(service: RayService, gates: FeatureGates) -> bool:
 
 
 def validate_raycluster_metadata(metadata: Mapping[str, Any]) -> str | None:
+    """Name and label rules of a RayCluster's metadata. upstream: ValidateRayClusterMetadata."""
     name = str(metadata.get("name") or "")
     if len(name) > c.MAX_RAYCLUSTER_NAME_LENGTH:
         return f"RayCluster name should be no more than {c.MAX_RAYCLUSTER_NAME_LENGTH} characters"
@@ -157,6 +165,7 @@ def validate_raycluster_metadata(metadata: Mapping[str, Any]) -> str | None:
 
 
 def validate_raycluster_status(cluster: RayCluster) -> str | None:
+    """The status conditions must not contradict each other. upstream: ValidateRayClusterStatus."""
     conditions = (cluster.status.conditions if cluster.status else None) or []
     true = {cond.get("type") for cond in conditions if cond.get("status") == "True"}
     if c.COND_RAYCLUSTER_SUSPENDING in true and c.COND_RAYCLUSTER_SUSPENDED in true:
@@ -168,6 +177,7 @@ def validate_raycluster_status(cluster: RayCluster) -> str | None:
 
 
 def validate_raycluster_upgrade_options(cluster: RayCluster) -> str | None:
+    """Rules for ``upgradeStrategy`` of a RayCluster. upstream: ValidateRayClusterUpgradeOptions."""
     spec = cluster.spec
     if spec is None or spec.upgrade_strategy is None or spec.upgrade_strategy.type is None:
         return None
@@ -187,6 +197,8 @@ def validate_raycluster_upgrade_options(cluster: RayCluster) -> str | None:
 def _group_resources(
     group: str, params: Mapping[str, str], resources: Mapping[str, str]
 ) -> str | None:
+    """Group ``resources`` exclude the matching start params.
+    upstream: validateRayGroupResources."""
     has_params = any(params.get(k) for k in ("num-cpus", "num-gpus", "memory", "resources"))
     if has_params and resources:
         return (
@@ -197,6 +209,7 @@ def _group_resources(
 
 
 def _group_labels(group: str, params: Mapping[str, str], labels: Mapping[str, str]) -> str | None:
+    """Group ``labels`` exclude the ``labels`` start param. upstream: validateRayGroupLabels."""
     if "labels" in params:
         return (
             f"rayStartParams['labels'] is not supported for {group} group; please use the "
@@ -618,7 +631,8 @@ def validate_raycluster_spec(  # noqa: C901, PLR0912
     annotations: Mapping[str, str] | None = None,
     gates: FeatureGates = DEFAULT_GATES,
 ) -> str | None:
-    """``ValidateRayClusterSpec``: the first violated rule, unprefixed."""
+    """The first violated rule, unprefixed.
+    upstream: ValidateRayClusterSpec."""
     annotations = annotations or {}
     head = spec.head_group_spec
     if not containers(head.template):
@@ -708,6 +722,7 @@ def validate_raycluster_spec(  # noqa: C901, PLR0912
 
 
 def validate_rayjob_metadata(metadata: Mapping[str, Any]) -> str | None:
+    """Name rules of a RayJob's metadata. upstream: ValidateRayJobMetadata."""
     name = str(metadata.get("name") or "")
     if len(name) > c.MAX_RAYJOB_NAME_LENGTH:
         return (
@@ -721,6 +736,7 @@ def validate_rayjob_metadata(metadata: Mapping[str, Any]) -> str | None:
 
 
 def validate_rayjob_status(job: RayJob) -> str | None:
+    """Status fields a RayJob may not carry in its current state. upstream: ValidateRayJobStatus."""
     status = job.status.job_deployment_status if job.status else None
     mode = job.spec.submission_mode if job.spec else c.K8S_JOB_MODE
     if status == c.DEPLOYMENT_WAITING and mode != c.INTERACTIVE_MODE:
@@ -732,6 +748,7 @@ def validate_rayjob_status(job: RayJob) -> str | None:
 
 
 def _deletion_rules(spec: RayJobSpec) -> str | None:
+    """Rules for ``deletionStrategy.deletionRules``. upstream: validateDeletionRules."""
     strategy = spec.deletion_strategy
     assert strategy is not None
     selector = bool(spec.cluster_selector)
@@ -798,6 +815,8 @@ def _deletion_rules(spec: RayJobSpec) -> str | None:
 
 
 def _legacy_deletion(spec: RayJobSpec) -> str | None:
+    """Rules for ``deletionStrategy.onSuccess/onFailure``.
+    upstream: validateLegacyDeletionPolicies."""
     strategy = spec.deletion_strategy
     assert strategy is not None
     if strategy.on_success is None or strategy.on_failure is None:
@@ -841,6 +860,7 @@ def _legacy_deletion(spec: RayJobSpec) -> str | None:
 
 
 def _deletion_config(spec: RayJobSpec, gates: FeatureGates) -> str | None:
+    """How the deletion settings must fit together. upstream: validateDeletionConfiguration."""
     if not spec.shutdown_after_job_finishes and (spec.ttl_seconds_after_finished or 0) > 0:
         return (
             f"{RAYJOB_PREFIX}a RayJob with shutdownAfterJobFinishes set to false cannot have "
@@ -893,7 +913,8 @@ def runtime_env_error(text: str | None) -> str | None:
 def validate_rayjob_spec(  # noqa: C901, PLR0912
     job: RayJob, gates: FeatureGates = DEFAULT_GATES, *, prefix: str = RAYJOB_PREFIX
 ) -> str | None:
-    """``ValidateRayJobSpec``; ``prefix`` is upstream's ``The RayJob spec is invalid: ``."""
+    """The first violated rule; ``prefix`` is upstream's ``The RayJob spec is invalid: ``.
+    upstream: ValidateRayJobSpec."""
     spec = job.spec
     if spec is None:
         spec = RayJobSpec()
@@ -950,7 +971,8 @@ def validate_rayjob_spec(  # noqa: C901, PLR0912
 
 
 def metadata_version_error(spec: RayJobSpec) -> str | None:
-    """Checked when the submit command is built: ``--metadata-json`` needs Ray >= 2.6.0."""
+    """Checked when the submit command is built: ``--metadata-json`` needs Ray >= 2.6.0.
+    upstream: the version check of job.go GetMetadataJson."""
     ray_version = spec.ray_cluster_spec.ray_version if spec.ray_cluster_spec else None
     if not spec.metadata or not ray_version:
         return None
@@ -967,6 +989,8 @@ def metadata_version_error(spec: RayJobSpec) -> str | None:
 
 
 def initializing_timeout_error(annotations: Mapping[str, str]) -> str | None:
+    """The initializing-timeout annotation must be a positive duration.
+    upstream: validateInitializingTimeout."""
     key = c.ANNOTATION_INITIALIZING_TIMEOUT
     value = annotations.get(key)
     if not value:
@@ -990,6 +1014,7 @@ def initializing_timeout_error(annotations: Mapping[str, str]) -> str | None:
 
 
 def validate_rayservice_metadata(metadata: Mapping[str, Any]) -> str | None:
+    """Name rules of a RayService's metadata. upstream: ValidateRayServiceMetadata."""
     name = str(metadata.get("name") or "")
     if len(name) > c.MAX_RAYSERVICE_NAME_LENGTH:
         return (
@@ -1011,6 +1036,7 @@ def validate_rayservice_metadata(metadata: Mapping[str, Any]) -> str | None:
 def validate_rayservice_spec(
     service: RayService, gates: FeatureGates = DEFAULT_GATES
 ) -> str | None:
+    """The first spec rule a RayService breaks, or None. upstream: ValidateRayServiceSpec."""
     spec = service.spec
     if spec is None:
         return f"{RAYSERVICE_PREFIX}spec is required"
@@ -1047,6 +1073,8 @@ def validate_rayservice_spec(
 
 
 def _cluster_upgrade_options(service: RayService) -> str | None:
+    """Rules for ``clusterUpgradeOptions`` of an incremental upgrade.
+    upstream: ValidateClusterUpgradeOptions."""
     assert service.spec is not None
     assert service.spec.upgrade_strategy is not None
     if not is_autoscaling_enabled(service.spec.ray_cluster_config):
@@ -1146,6 +1174,7 @@ def cron_error(schedule: str) -> str | None:
 
 
 def validate_raycronjob(cron: RayCronJob, gates: FeatureGates = DEFAULT_GATES) -> str | None:
+    """Name, schedule and job template rules of a RayCronJob. upstream: ValidateRayCronJobSpec."""
     name = str((cron.metadata or {}).get("name") or "")
     if len(name) > c.MAX_RAYCRONJOB_NAME_LENGTH:
         return f"RayCronJob name should be no more than {c.MAX_RAYCRONJOB_NAME_LENGTH} characters"

@@ -29,6 +29,7 @@ def wants_auth_secret(cluster: JsonDict) -> bool:
 
 
 def build_auth_secret(cluster: JsonDict, token: str) -> JsonDict:
+    """The Secret holding the cluster's auth token. upstream: createAuthSecret."""
     name = cluster_name(cluster)
     return {
         "apiVersion": "v1",

@@ -63,6 +63,7 @@ def cluster_labels(cluster: JsonDict) -> dict[str, str]:
 
 
 def is_autoscaling_enabled(cluster: JsonDict) -> bool:
+    """``enableInTreeAutoscaling: true``. upstream: IsAutoscalingEnabled."""
     return spec_of(cluster).get("enableInTreeAutoscaling") is True
 
 
@@ -72,6 +73,7 @@ def autoscaler_version(cluster: JsonDict) -> str | None:
 
 
 def is_autoscaler_v2(cluster: JsonDict) -> bool:
+    """Autoscaling on and ``autoscalerOptions.version: v2``. upstream: IsAutoscalingV2Enabled."""
     return is_autoscaling_enabled(cluster) and autoscaler_version(cluster) == c.AUTOSCALER_V2
 
 
@@ -81,6 +83,7 @@ def gcs_ft_options(cluster: JsonDict) -> JsonDict | None:
 
 
 def is_gcs_ft_enabled(cluster: JsonDict) -> bool:
+    """GCS FT by options, else by the legacy annotation. upstream: IsGCSFaultToleranceEnabled."""
     if gcs_ft_options(cluster) is not None:
         return True
     return cluster_annotations(cluster).get(c.ANNOTATION_FT_ENABLED, "").lower() == "true"
@@ -97,11 +100,13 @@ def auth_options(cluster: JsonDict) -> JsonDict | None:
 
 
 def is_auth_enabled(cluster: JsonDict) -> bool:
+    """``authOptions.mode: token``. upstream: IsAuthEnabled."""
     options = auth_options(cluster)
     return options is not None and options.get("mode") == c.AUTH_MODE_TOKEN
 
 
 def is_k8s_auth_enabled(cluster: JsonDict) -> bool:
+    """``authOptions.enableK8sTokenAuth: true``. upstream: IsK8sAuthEnabled."""
     return as_dict(auth_options(cluster)).get("enableK8sTokenAuth") is True
 
 
@@ -111,11 +116,13 @@ def start_params(group: JsonDict) -> dict[str, str]:
 
 
 def head_port(cluster: JsonDict) -> str:
+    """The GCS port from the head's start params, else the default. upstream: pod.go GetHeadPort."""
     return start_params(head_spec(cluster)).get("port", str(c.GCS_SERVER_PORT))
 
 
 def creator_crd(cluster: JsonDict, options: BuildOptions) -> str:
-    """Which CRD created the cluster: its ``ray.io/originated-from-crd`` label, else the option."""
+    """Which CRD created the cluster: its ``ray.io/originated-from-crd`` label, else the option.
+    upstream: getCreatorCRDType."""
     label = cluster_labels(cluster).get(c.LABEL_ORIGINATED_FROM_CRD)
     if label is None:
         return options.creator_crd
@@ -125,10 +132,13 @@ def creator_crd(cluster: JsonDict, options: BuildOptions) -> str:
 
 
 def shell_command(options: BuildOptions) -> list[str]:
+    """The bash prefix of generated commands (login shell when enabled).
+    upstream: GetContainerCommand."""
     return ["/bin/bash", "-lc" if options.enable_login_shell else "-c", "--"]
 
 
 def env_exists(name: str, envs: list[Any]) -> bool:
+    """Whether ``envs`` already has a variable called ``name``. upstream: EnvVarExists."""
     return any(isinstance(e, dict) and e.get("name") == name for e in envs)
 
 

@@ -60,7 +60,8 @@ class UpgradeOptions:
 
 def upgrade_options(svc: JsonDict) -> UpgradeOptions:
     """``upgradeStrategy.clusterUpgradeOptions`` with upstream's default (maxSurge 100);
-    validation has already rejected a missing block."""
+    validation has already rejected a missing block.
+    upstream: GetRayServiceClusterUpgradeOptions."""
     options = as_dict(as_dict(spec_of(svc).get("upgradeStrategy")).get("clusterUpgradeOptions"))
     surge = options.get("maxSurgePercent")
     return UpgradeOptions(
@@ -84,7 +85,8 @@ def _meta(svc: JsonDict, name: str) -> JsonDict:
 
 
 def build_gateway(svc: JsonDict) -> JsonDict:
-    """``<svc>-gateway``: one HTTP listener on port 80 of the configured GatewayClass."""
+    """``<svc>-gateway``: one HTTP listener on port 80 of the configured GatewayClass.
+    upstream: createGateway."""
     return {
         "apiVersion": GATEWAY_API_VERSION,
         "kind": "Gateway",
@@ -110,7 +112,8 @@ class Backend:
 
 
 def build_httproute(svc: JsonDict, backends: list[Backend]) -> JsonDict:
-    """``<svc>-httproute``: everything under ``/`` to the clusters' serve Services by weight."""
+    """``<svc>-httproute``: everything under ``/`` to the clusters' serve Services by weight.
+    upstream: createHTTPRoute."""
     name = service_name(svc)
     ns = as_dict(svc.get("metadata")).get("namespace")
     refs = [
@@ -222,7 +225,8 @@ def _true_conditions(conditions: Any) -> set[str]:
 
 
 def gateway_not_ready(gateway: JsonDict | None) -> list[str]:
-    """The readiness conditions (Accepted, Programmed) the Gateway does not report True."""
+    """The readiness conditions (Accepted, Programmed) the Gateway does not report True.
+    upstream: IsGatewayReady."""
     if gateway is None:
         return list(GATEWAY_READY_CONDITIONS)
     true = _true_conditions(as_dict(gateway.get("status")).get("conditions"))
@@ -230,7 +234,8 @@ def gateway_not_ready(gateway: JsonDict | None) -> list[str]:
 
 
 def httproute_not_ready(route: JsonDict | None, gateway: str) -> list[str]:
-    """The conditions (Accepted, ResolvedRefs) the route's status for our Gateway lacks."""
+    """The conditions (Accepted, ResolvedRefs) the route's status for our Gateway lacks.
+    upstream: IsHTTPRouteReady."""
     if route is None:
         return list(ROUTE_READY_CONDITIONS)
     for parent in as_list(as_dict(route.get("status")).get("parents")):
@@ -242,7 +247,8 @@ def httproute_not_ready(route: JsonDict | None, gateway: str) -> list[str]:
 
 
 def route_weights(route: JsonDict | None, active: str, pending: str) -> tuple[int, int] | None:
-    """(active, pending) weights when the route sends to exactly these two clusters, else None."""
+    """(active, pending) weights when the route sends to exactly these two clusters, else None.
+    upstream: GetWeightsFromHTTPRoute."""
     if route is None:
         return None
     rules = as_list(as_dict(route.get("spec")).get("rules"))

@@ -45,7 +45,8 @@ def _strip_template(group: dict[str, Any]) -> None:
 
 
 def hashable_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec with every hash-ignored field removed (a deep copy)."""
+    """The spec with every hash-ignored field removed (a deep copy).
+    upstream: GenerateHashWithoutReplicasAndWorkersToDelete (the fields it drops)."""
     clean: dict[str, Any] = copy.deepcopy(spec)
     clean.pop("upgradeStrategy", None)
     head = clean.get("headGroupSpec")
@@ -65,10 +66,13 @@ def hashable_spec(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def json_hash(obj: Any) -> str:
+    """Base32hex SHA-1 of the compact, key-sorted JSON. upstream: GenerateJsonHash."""
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     digest = hashlib.sha1(text.encode(), usedforsecurity=False).digest()
     return base64.b32hexencode(digest).decode()
 
 
 def spec_hash(spec: dict[str, Any]) -> str:
+    """Hash of a RayCluster spec, blind to replica counts.
+    upstream: GenerateHashWithoutReplicasAndWorkersToDelete."""
     return json_hash(hashable_spec(spec))

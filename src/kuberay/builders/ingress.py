@@ -28,6 +28,8 @@ from kuberay.builders.service import service_ports
 
 
 def build_head_ingress(cluster: JsonDict, options: BuildOptions) -> JsonDict:
+    """The dashboard Ingress in front of the head Service.
+    upstream: ingress.go BuildIngressForHeadService."""
     name = cluster_name(cluster)
     head = head_spec(cluster)
     ingress_options = as_dict(head.get("ingressOptions"))
@@ -80,7 +82,8 @@ def build_head_ingress(cluster: JsonDict, options: BuildOptions) -> JsonDict:
 
 def build_head_route(cluster: JsonDict, options: BuildOptions) -> JsonDict:
     """OpenShift Route to the dashboard, used instead of an Ingress where the Route API exists
-    (unless ``USE_INGRESS_ON_OPENSHIFT``). Unlike the Ingress it keeps every annotation."""
+    (unless ``USE_INGRESS_ON_OPENSHIFT``). Unlike the Ingress it keeps every annotation.
+    upstream: route.go BuildRouteForHeadService."""
     name = cluster_name(cluster)
     namespace = cluster_namespace(cluster)
     metadata: JsonDict = {

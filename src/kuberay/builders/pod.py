@@ -116,7 +116,8 @@ def _ray_container(template: JsonDict, what: str) -> JsonDict:
 
 
 def _apply_group_resources(params: dict[str, str], resources: Any) -> None:
-    """Group ``resources`` override the matching start params (``cpu`` rounds up to an int)."""
+    """Group ``resources`` override the matching start params (``cpu`` rounds up to an int).
+    upstream: updateRayStartParamsResources."""
     custom: dict[str, float] = {}
     for name, text in as_dict(resources).items():
         try:
@@ -144,12 +145,16 @@ def _resources_json(resources: dict[str, float]) -> str:
 
 
 def _apply_group_labels(params: dict[str, str], labels: Any) -> None:
+    """Group ``labels`` become the ``--labels`` start param.
+    upstream: updateRayStartParamsLabels."""
     labels = as_dict(labels)
     if labels:
         params["labels"] = ",".join(f"{k}={labels[k]}" for k in sorted(labels))
 
 
 def _fill_missing(params: dict[str, str], node_type: str, head_port_value: str, fqdn: str) -> None:
+    """Start params every node needs when the user left them out.
+    upstream: setMissingRayStartParams."""
     if node_type == WORKER:
         params.setdefault("address", f"{fqdn}:{head_port_value}")
     else:
@@ -186,7 +191,8 @@ def _existing_resources_map(params: dict[str, str]) -> dict[str, float] | None:
 
 
 def _apply_container_resources(params: dict[str, str], resources: JsonDict) -> None:
-    """Fill num-cpus / memory / num-gpus / accelerator resources from the Ray container."""
+    """Fill num-cpus / memory / num-gpus / accelerator resources from the Ray container.
+    upstream: generateRayStartCommand (with addWellKnownAcceleratorResources)."""
     if "num-cpus" not in params:
         cpu = _quantity_or_none(resources, "limits", "cpu")
         if cpu is None or cpu.is_zero():
@@ -219,6 +225,7 @@ def _apply_container_resources(params: dict[str, str], resources: JsonDict) -> N
 
 
 def _flags(params: dict[str, str]) -> str:
+    """The start params as `` --key=value `` flags, sorted by key. upstream: convertParamMap."""
     out = []
     for key in sorted(params):
         value = params[key]
@@ -231,6 +238,7 @@ def _flags(params: dict[str, str]) -> str:
 
 
 def _format_start(node_type: str, params: dict[str, str]) -> str:
+    """``ray start`` (``--head`` for the head) plus the flags. upstream: generateRayStartCommand."""
     if node_type == HEAD:
         return f"ray start --head {_flags(params)}"
     return f"ray start {_flags(params)}"
@@ -264,7 +272,8 @@ def _final_params(
 
 
 def ray_start_command(cluster: JsonDict, group: JsonDict | None, options: BuildOptions) -> str:
-    """The generated ``ray start`` line (also exported as ``KUBERAY_GEN_RAY_START_CMD``)."""
+    """The generated ``ray start`` line (also exported as ``KUBERAY_GEN_RAY_START_CMD``).
+    upstream: generateRayStartCommand."""
     source = head_spec(cluster) if group is None else group
     container = _ray_container(
         as_dict(source.get("template")), "head" if group is None else "worker"
@@ -279,6 +288,8 @@ def ray_start_command(cluster: JsonDict, group: JsonDict | None, options: BuildO
 def _pod_labels(
     node_type: str, name: str, group_name: str, template_labels: Any, group_labels: Any
 ) -> dict[str, str]:
+    """The operator's labels, then the user's (which cannot move the pod to another group).
+    upstream: labelPod."""
     labels = {
         c.LABEL_IS_RAY_NODE: "yes",
         c.LABEL_CLUSTER: name,
@@ -300,6 +311,8 @@ def _pod_labels(
 
 
 def _autoscaler_container(cluster: JsonDict, image: Any, options: BuildOptions) -> JsonDict:
+    """The autoscaler sidecar for the head pod, with the user's overrides.
+    upstream: BuildAutoscalerContainer (with mergeAutoscalerOverrides)."""
     container: JsonDict = {
         "name": c.AUTOSCALER_CONTAINER_NAME,
         "image": image,
@@ -342,6 +355,7 @@ def _autoscaler_container(cluster: JsonDict, image: Any, options: BuildOptions) 
 
 
 def _set_auth_env(cluster: JsonDict, container: JsonDict) -> None:
+    """Token-auth env vars of a container. upstream: SetContainerTokenAuthEnvVars."""
     env = container.setdefault("env", [])
     append_env_if_absent(env, c.ENV_RAY_AUTH_MODE, c.AUTH_MODE_TOKEN)
     if is_k8s_auth_enabled(cluster):
@@ -364,6 +378,7 @@ def _set_auth_env(cluster: JsonDict, container: JsonDict) -> None:
 
 
 def _configure_auth(cluster: JsonDict, pod_spec: JsonDict) -> None:
+    """Token auth for every container of the pod. upstream: configureTokenAuth."""
     _set_auth_env(cluster, pod_spec["containers"][0])
     if is_k8s_auth_enabled(cluster):
         volumes = pod_spec.setdefault("volumes", [])
@@ -382,6 +397,8 @@ def _configure_auth(cluster: JsonDict, pod_spec: JsonDict) -> None:
 def _configure_gcs_ft(
     cluster: JsonDict, template: JsonDict, node_type: str, annotations: dict[str, str]
 ) -> None:
+    """GCS fault tolerance wiring of a pod: the FT annotation, env vars, the RocksDB mount.
+    upstream: configureGCSFaultTolerance."""
     enabled = is_gcs_ft_enabled(cluster)
     if node_type == HEAD:
         annotations[c.ANNOTATION_FT_ENABLED] = "true" if enabled else "false"
@@ -519,6 +536,7 @@ def _configure_tls(cluster: JsonDict, pod_spec: JsonDict, node_type: str) -> Non
 def _collector_container(
     cluster: JsonDict, collector: JsonDict, node_type: str, fqdn: str
 ) -> JsonDict:
+    """The history-server collector sidecar. upstream: history_server.go buildCollectorContainer."""
     user_env = as_list(collector.get("env"))
     resources = collector.get("resources")
     container: JsonDict = {
@@ -564,6 +582,8 @@ def _ensure_metrics_port(container: JsonDict) -> None:
 
 
 def _wait_gcs_ready(ray: JsonDict, fqdn: str, port: str, options: BuildOptions) -> JsonDict:
+    """An init container that holds a worker until the head's GCS answers.
+    upstream: the wait-gcs-ready init container of DefaultWorkerPodTemplate."""
     address = f"{fqdn}:{port}"
     script = (
         f'addr="{address}"\n'
@@ -604,6 +624,8 @@ def _wait_gcs_ready(ray: JsonDict, fqdn: str, port: str, options: BuildOptions) 
 def _add_empty_dir(
     pod_spec: JsonDict, container: JsonDict, name: str, path: str, memory: bool
 ) -> None:
+    """Mount an emptyDir at ``path`` unless something is mounted there.
+    upstream: addEmptyDir (with makeEmptyDirVolume)."""
     mounts = container.setdefault("volumeMounts", [])
     if any(as_dict(m).get("mountPath") == path for m in mounts):
         return
@@ -626,6 +648,7 @@ def _add_empty_dir(
 
 
 def _command_text(parts: Any) -> str:
+    """A container command list as one string, each part padded. upstream: convertCmdToString."""
     return "".join(f" {p} " for p in as_list(parts))
 
 
@@ -638,6 +661,8 @@ def _set_container_env(
     crd: str,
     options: BuildOptions,
 ) -> None:
+    """The operator's env vars on the Ray container (most only where the user set none).
+    upstream: setContainerEnvVars."""
     env = container.setdefault("env", [])
     for default in options.default_container_envs:
         if not env_exists(str(default.get("name")), env):
@@ -687,6 +712,8 @@ def _container_port(container: JsonDict, name: str, default: int) -> int:
 def _inject_probes(
     container: JsonDict, node_type: str, crd: str, params: dict[str, str], ray_version: str | None
 ) -> None:
+    """Default liveness and readiness probes where the user set none.
+    upstream: initLivenessAndReadinessProbe."""
     agent_port = _probe_port(params, "dashboard-agent-listen-port", c.DASHBOARD_AGENT_LISTEN_PORT)
     http = version_at_least(ray_version, UNIFIED_HEALTH_CHECK_VERSION)
     commands = [
@@ -748,7 +775,8 @@ def _finish_pod(
     annotations: dict[str, str],
     options: BuildOptions,
 ) -> JsonDict:
-    """Upstream's ``BuildPod``: serve label, volumes, command, env and probes."""
+    """Serve label, volumes, command, env and probes.
+    upstream: BuildPod."""
     crd = creator_crd(cluster, options)
     if crd == c.KIND_RAYSERVICE:
         labels[c.LABEL_SERVE] = "false" if node_type == HEAD else "true"
@@ -837,6 +865,8 @@ def _start_template(source: JsonDict, what: str) -> JsonDict:
 
 
 def _template_annotations(cluster: JsonDict, template: JsonDict) -> dict[str, str]:
+    """The template's annotations plus the cluster's overwrite-command opt-in.
+    upstream: initTemplateAnnotations."""
     annotations = {
         str(k): str(v) for k, v in as_dict(template["metadata"].get("annotations")).items()
     }
@@ -852,7 +882,8 @@ def build_head_pod(
 
     With ``deterministic_head_pod_name`` the name is always ``<cluster>-head`` and the suffix is
     ignored, so a second head can never be created next to the first.
-    """
+
+    upstream: DefaultHeadPodTemplate + BuildPod (buildHeadPod)."""
     name = cluster_name(cluster)
     head = head_spec(cluster)
     template = _start_template(head, "head")
@@ -916,7 +947,8 @@ def build_worker_pod(
     With the gate on, ``ray.io/worker-group-replica-index`` is always set (``0`` when not
     given, as Go's zero value); the replica name and host index labels only for groups with
     ``numOfHosts > 1``.
-    """
+
+    upstream: DefaultWorkerPodTemplate + BuildPod (buildWorkerPod)."""
     name = cluster_name(cluster)
     group_name = str(group.get("groupName") or "")
     template = _start_template(group, f"worker group {group_name!r}")
@@ -970,13 +1002,14 @@ def _ordered_metadata(pod: JsonDict) -> JsonDict:
 
 
 def pod_is_unhealthy(pod: JsonDict, ray_container_name: str | None = None) -> bool:
-    """Whether the operator must delete this pod (upstream ``shouldDeletePod``).
+    """Whether the operator must delete this pod.
 
     A pod in a terminal phase (``Failed``/``Succeeded``) never restarts. A ``Running`` pod whose
     Ray container has terminated is replaced only if ``restartPolicy`` is ``Never``; otherwise
     the kubelet restarts the container. The Ray container's status is looked up by name
     (status order is not guaranteed); if it is absent the container counts as not terminated.
-    """
+
+    upstream: shouldDeletePod."""
     status = as_dict(pod.get("status"))
     phase = status.get("phase")
     if phase in ("Failed", "Succeeded"):

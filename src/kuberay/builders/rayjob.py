@@ -56,7 +56,8 @@ def job_owner_reference(job: JsonDict) -> JsonDict:
 
 
 def generated_name(job_name: str, suffix: str) -> str:
-    """``<rayjob>-<suffix>``: used for both the RayCluster name and a generated submission id."""
+    """``<rayjob>-<suffix>``: used for both the RayCluster name and a generated submission id.
+    upstream: GenerateRayClusterName / GenerateRayJobId."""
     return f"{job_name}-{suffix}"
 
 
@@ -90,7 +91,8 @@ def dashboard_port(cluster_spec: JsonDict) -> int:
 
 
 def dashboard_url(cluster: JsonDict, options: BuildOptions) -> str:
-    """``<head service>.<ns>.svc.<domain>:<dashboard port>`` (no scheme), as status.dashboardURL."""
+    """``<head service>.<ns>.svc.<domain>:<dashboard port>`` (no scheme), as status.dashboardURL.
+    upstream: FetchHeadServiceURL (port from the spec, not the live Service)."""
     return f"{names.head_fqdn(cluster, options)}:{dashboard_port(spec_of(cluster))}"
 
 
@@ -144,6 +146,7 @@ def runtime_env(job: JsonDict) -> dict[str, Any] | None:
 
 
 def runtime_env_json(job: JsonDict) -> str:
+    """``runtimeEnvYAML`` as the JSON ``ray job submit`` takes. upstream: getRuntimeEnvJson."""
     env = runtime_env(job)
     return _go_json(env) if env else ""
 
@@ -200,7 +203,8 @@ def submitter_command(
     ``idempotent`` (K8sJobMode, and SidecarMode with the SidecarSubmitterRestart gate) wraps
     the submit in a status check, submits with ``--no-wait`` and then follows the logs, so a
     restarted submitter attaches to the existing job instead of starting another one.
-    """
+
+    upstream: BuildJobSubmitCommand."""
     address = with_scheme(address)
     entrypoint = str(job_spec(job).get("entrypoint") or "").strip()
     # The probe may use another host name (SidecarMode: localhost), the message shows the
@@ -221,6 +225,8 @@ def submitter_command(
 
 
 def default_submitter_container(cluster_spec: JsonDict) -> JsonDict:
+    """The submitter container used when the user gives none.
+    upstream: GetDefaultSubmitterContainer."""
     return {
         "name": c.SUBMITTER_CONTAINER_NAME,
         "image": _head_container(cluster_spec).get("image", ""),
@@ -279,7 +285,8 @@ def build_submitter_job(job: JsonDict, cluster_spec: JsonDict) -> JsonDict:
 
     ``cluster_spec`` is the spec of the cluster the job runs on (the RayJob's own template, or
     the selected cluster's spec), for the default image and the auth settings.
-    """
+
+    upstream: createNewK8sJob (with GetSubmitterTemplate)."""
     meta = as_dict(job.get("metadata"))
     name = str(meta.get("name") or "")
     spec = job_spec(job)
@@ -373,7 +380,8 @@ def build_cluster_for_job(job: JsonDict, *, sidecar_restart: bool = False) -> Js
     Labels and annotations start from the RayJob's; the spec is a copy of ``rayClusterSpec``.
     SidecarMode adds the submitter container to the head pod, sets the head ``restartPolicy``
     to Never and marks the cluster so its head is not recreated once provisioned.
-    """
+
+    upstream: constructRayClusterForRayJob."""
     meta = as_dict(job.get("metadata"))
     name = str(meta.get("name") or "")
     status = job_status(job)
@@ -440,7 +448,8 @@ def job_submit_payload(job: JsonDict, job_id: str) -> JsonDict:
 
 def build_job_head_service(job: JsonDict, cluster: JsonDict, options: BuildOptions) -> JsonDict:
     """``<rayjob>-head-svc``: a stable name for the head of whichever cluster the job runs on,
-    owned by the RayJob, so after a retry (new cluster) only its selector has to be re-pointed."""
+    owned by the RayJob, so after a retry (new cluster) only its selector has to be re-pointed.
+    upstream: BuildHeadServiceForRayJob."""
     job_name = str(as_dict(job.get("metadata")).get("name") or "")
     return build_head_service_for_cr(
         cluster, options, job_name, c.KIND_RAYJOB, job_owner_reference(job)

@@ -37,7 +37,8 @@ def service_name(svc: JsonDict) -> str:
 
 
 def cluster_name_for(svc_name: str, suffix: str) -> str:
-    """``<rayservice>-<suffix>``: the name of a new (pending) RayCluster."""
+    """``<rayservice>-<suffix>``: the name of a new (pending) RayCluster.
+    upstream: GenerateRayClusterName."""
     return f"{svc_name}-{suffix}"
 
 
@@ -50,7 +51,8 @@ def rayservice_head_service_name(svc_name: str) -> str:
 
 
 def serve_service_name(svc: JsonDict) -> str:
-    """``serveService.metadata.name`` when given, else ``<rayservice>-serve-svc``."""
+    """``serveService.metadata.name`` when given, else ``<rayservice>-serve-svc``.
+    upstream: GenerateServeServiceName (via BuildServeServiceForRayService)."""
     custom = as_dict(as_dict(spec_of(svc).get("serveService")).get("metadata")).get("name")
     return str(custom) if custom else f"{service_name(svc)}-serve-svc"
 
@@ -130,7 +132,8 @@ def build_cluster(svc: JsonDict, cluster_name: str) -> JsonDict:
 
     Labels and annotations start from the RayService's; ours (origin labels, hash, number of
     worker groups, operator version) win.
-    """
+
+    upstream: constructRayClusterForRayService."""
     meta = as_dict(svc.get("metadata"))
     name = str(meta.get("name") or "")
     spec = copy.deepcopy(as_dict(spec_of(svc).get("rayClusterConfig")))
@@ -156,7 +159,8 @@ def build_cluster(svc: JsonDict, cluster_name: str) -> JsonDict:
 
 def updated_cluster(svc: JsonDict, existing: JsonDict) -> JsonDict:
     """``existing`` rebuilt from the goal spec (in-place update: replicas, appended groups,
-    operator version). ``spec.suspend`` and the resourceVersion of ``existing`` are kept."""
+    operator version). ``spec.suspend`` and the resourceVersion of ``existing`` are kept.
+    upstream: modifyRayCluster."""
     want = build_cluster(svc, str(as_dict(existing.get("metadata")).get("name") or ""))
     old_meta = as_dict(existing.get("metadata"))
     for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "finalizers"):
@@ -215,7 +219,8 @@ def serve_config_hash(svc: JsonDict) -> str:
 
 
 def build_head_service_for(svc: JsonDict, cluster: JsonDict, options: BuildOptions) -> JsonDict:
-    """``<rayservice>-head-svc``: the target cluster's head Service under the RayService."""
+    """``<rayservice>-head-svc``: the target cluster's head Service under the RayService.
+    upstream: BuildHeadServiceForRayService."""
     return build_head_service_for_cr(
         cluster, options, service_name(svc), c.KIND_RAYSERVICE, owner_reference(svc)
     )
@@ -226,7 +231,8 @@ def build_serve_service_for(svc: JsonDict, cluster: JsonDict, options: BuildOpti
 
     A custom ``serveService`` is the base (its name honoured, namespace forced, selector
     replaced); its ports replace same-named ports from the head container.
-    """
+
+    upstream: BuildServeServiceForRayService."""
     name = service_name(svc)
     custom = copy.deepcopy(as_dict(spec_of(svc).get("serveService")))
     custom_spec = as_dict(custom.get("spec"))
@@ -269,7 +275,8 @@ def deletion_delay_seconds(svc: JsonDict) -> int:
 
 
 def count_ready_endpoints(slices: list[JsonDict]) -> int:
-    """Ready endpoints over EndpointSlices, each pod counted once (by targetRef UID)."""
+    """Ready endpoints over EndpointSlices, each pod counted once (by targetRef UID).
+    upstream: calculateNumServeEndpointsFromSlices."""
     seen: set[str] = set()
     anonymous = 0
     for item in slices:

@@ -28,6 +28,8 @@ def _metadata(cluster: JsonDict, name: str) -> JsonDict:
 
 
 def build_autoscaler_service_account(cluster: JsonDict) -> JsonDict:
+    """The autoscaler's ServiceAccount, owned by the cluster.
+    upstream: rbac.go BuildServiceAccount."""
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
@@ -36,6 +38,7 @@ def build_autoscaler_service_account(cluster: JsonDict) -> JsonDict:
 
 
 def build_autoscaler_role(cluster: JsonDict) -> JsonDict:
+    """What the autoscaler may do to pods and the RayCluster. upstream: rbac.go BuildRole."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -49,6 +52,7 @@ def build_autoscaler_role(cluster: JsonDict) -> JsonDict:
 
 
 def build_autoscaler_role_binding(cluster: JsonDict) -> JsonDict:
+    """Binds the autoscaler Role to its ServiceAccount. upstream: rbac.go BuildRoleBinding."""
     role = names.autoscaler_role_name(cluster_name(cluster))
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -52,6 +52,8 @@ def _cleanup_script(with_username: bool) -> str:
 
 
 def build_redis_cleanup_job(cluster: JsonDict, options: BuildOptions) -> JsonDict:
+    """The Job that deletes a removed cluster's GCS keys from Redis.
+    upstream: buildRedisCleanupJob."""
     pod = build_head_pod(cluster, options)
     labels = dict(pod["metadata"]["labels"])
     labels[c.LABEL_NODE_TYPE] = c.NODE_TYPE_REDIS_CLEANUP

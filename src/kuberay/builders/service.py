@@ -37,7 +37,8 @@ APP_PROTOCOL = "tcp"
 
 def service_ports(cluster: JsonDict) -> dict[str, int]:
     """Head container ports by name (unnamed ones as ``<n>-port``), else the five defaults;
-    ``metrics`` is always present."""
+    ``metrics`` is always present.
+    upstream: getServicePorts (with getPortsFromCluster, getDefaultPorts)."""
     template_spec = as_dict(as_dict(head_spec(cluster).get("template")).get("spec"))
     containers = as_list(template_spec.get("containers"))
     ports: dict[str, int] = {}
@@ -53,7 +54,8 @@ def service_ports(cluster: JsonDict) -> dict[str, int]:
 
 
 def head_service_labels(cluster: JsonDict) -> dict[str, str]:
-    """Labels (and selector) of the head Service; the app name follows the head template."""
+    """Labels (and selector) of the head Service; the app name follows the head template.
+    upstream: HeadServiceLabels."""
     name = cluster_name(cluster)
     template_labels = as_dict(as_dict(head_spec(cluster).get("template")).get("metadata")).get(
         "labels"
@@ -69,6 +71,8 @@ def head_service_labels(cluster: JsonDict) -> dict[str, str]:
 
 
 def build_head_service(cluster: JsonDict, options: BuildOptions) -> JsonDict:
+    """The cluster's head Service, merged with the user's ``headService``.
+    upstream: service.go BuildServiceForHeadPod."""
     head = head_spec(cluster)
     selector = head_service_labels(cluster)
     annotations = {
@@ -149,7 +153,8 @@ def build_head_service_for_cr(
 
 
 def build_headless_service(cluster: JsonDict, options: BuildOptions) -> JsonDict:
-    """Peer DNS for multi-host worker groups; ready or not, every worker is published."""
+    """Peer DNS for multi-host worker groups; ready or not, every worker is published.
+    upstream: BuildHeadlessServiceForRayCluster."""
     name = cluster_name(cluster)
     return {
         "apiVersion": "v1",
@@ -170,11 +175,13 @@ def build_headless_service(cluster: JsonDict, options: BuildOptions) -> JsonDict
 
 
 def _is_serve_port(name: Any) -> bool:
+    """A port named ``serve`` or ``serve-*``. upstream: isServingPort."""
     return name == c.SERVE_PORT_NAME or str(name).startswith(c.SERVE_PORT_NAME + "-")
 
 
 def build_serve_service(cluster: JsonDict, options: BuildOptions) -> JsonDict:
-    """``<cluster>-serve-svc`` for clusters annotated ``ray.io/enable-serve-service: "true"``."""
+    """``<cluster>-serve-svc`` for clusters annotated ``ray.io/enable-serve-service: "true"``.
+    upstream: BuildServeServiceForRayCluster (via BuildServeService)."""
     name = cluster_name(cluster)
     ports = [
         {"name": port_name, "port": number}

@@ -43,6 +43,8 @@ def pvc_owner_references(cluster: JsonDict) -> list[dict[str, Any]]:
 
 
 def build_gcs_pvc(cluster: JsonDict) -> JsonDict:
+    """The PersistentVolumeClaim backing embedded RocksDB GCS storage.
+    upstream: gcs_ft.go BuildGCSStoragePVC."""
     storage = _storage(cluster)
     spec: JsonDict = {
         "accessModes": list(as_list(storage.get("accessModes")) or DEFAULT_ACCESS_MODES),

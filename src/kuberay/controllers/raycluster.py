@@ -184,7 +184,8 @@ async def detect_cert_manager(client: KubeClient) -> bool:
 
 
 async def detect_openshift(client: KubeClient, env: Mapping[str, str] | None = None) -> bool:
-    """Upstream's rule: any OpenShift API group served, and USE_INGRESS_ON_OPENSHIFT not set."""
+    """Upstream's rule: any OpenShift API group served, and USE_INGRESS_ON_OPENSHIFT not set.
+    upstream: GetClusterType."""
     env = os.environ if env is None else env
     if _env_flag(env, c.ENV_USE_INGRESS_ON_OPENSHIFT, False):
         return False
@@ -286,6 +287,8 @@ class RayClusterReconciler:
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, req: Request) -> Result | None:
+        """One pass over a RayCluster: validate, children, pods, status.
+        upstream: Reconcile / rayClusterReconcile."""
         ns = req.namespace or ""
         cached = self.clusters.get(ns, req.name)
         if cached is None:
@@ -358,6 +361,8 @@ class RayClusterReconciler:
         return Result(requeue_after=self.config.default_requeue_seconds)
 
     def _validate(self, cluster: Obj) -> tuple[str, str, bool] | None:
+        """(event reason, message, flag) when metadata, spec or status is invalid, else None.
+        upstream: the validation block of rayClusterReconcile."""
         err = v.validate_raycluster_metadata(cluster["metadata"])
         if err:
             return c.EVENT_INVALID_RAYCLUSTER_METADATA, err, False
@@ -428,6 +433,9 @@ class RayClusterReconciler:
         return True
 
     async def _reconcile_rbac(self, cluster: Obj) -> None:
+        """The autoscaler's ServiceAccount, Role and RoleBinding.
+        upstream: reconcileAutoscalerServiceAccount, reconcileAutoscalerRole,
+        reconcileAutoscalerRoleBinding."""
         if not cluster["spec"].get("enableInTreeAutoscaling"):
             return
         ns = cluster["metadata"]["namespace"]
@@ -503,7 +511,8 @@ class RayClusterReconciler:
 
     async def _reconcile_ingress(self, cluster: Obj) -> None:
         """Created when asked for and kept in line with the spec (upstream updates on drift);
-        an Ingress of the same name that we do not own is reported and left alone."""
+        an Ingress of the same name that we do not own is reported and left alone.
+        upstream: reconcileIngress."""
         if not cluster["spec"]["headGroupSpec"].get("enableIngress"):
             return
         if self.config.use_routes:
@@ -554,6 +563,7 @@ class RayClusterReconciler:
             )
 
     async def _reconcile_auth_secret(self, cluster: Obj) -> None:
+        """Creates the token Secret once when auth asks for one. upstream: reconcileAuthSecret."""
         if not authb.wants_auth_secret(cluster):
             return
         ns = cluster["metadata"]["namespace"]
@@ -566,7 +576,8 @@ class RayClusterReconciler:
 
     async def _reconcile_redis_finalizer(self, cluster: Obj) -> Result | None:
         """The Redis GCS fault-tolerance cleanup: a finalizer keeps the RayCluster until a Job
-        has removed its GCS data from Redis (or a timeout forces it)."""
+        has removed its GCS data from Redis (or a timeout forces it).
+        upstream: the GCS FT Redis cleanup block of rayClusterReconcile."""
         meta = cluster["metadata"]
         finalizers = list(meta.get("finalizers") or [])
         has_finalizer = c.FINALIZER_GCS_FT_REDIS_CLEANUP in finalizers
@@ -660,6 +671,7 @@ class RayClusterReconciler:
             raise Conflict(409, exc.body, "PATCH", RAYCLUSTERS.plural) from exc
 
     async def _reconcile_head_service(self, cluster: Obj) -> None:
+        """Create-only head Service. upstream: reconcileHeadService."""
         want = svcb.build_head_service(cluster, self.config.build)
         ns = cluster["metadata"]["namespace"]
         if self.services.get(ns, want["metadata"]["name"]) is not None:
@@ -670,6 +682,9 @@ class RayClusterReconciler:
         return (cluster, c.EVENT_CREATED_SERVICE, c.EVENT_FAILED_TO_CREATE_SERVICE)
 
     async def _reconcile_services(self, cluster: Obj) -> None:
+        """Ingress or Route, then the head, serve and headless Services.
+        upstream: reconcileIngress, reconcileHeadService, reconcileServeService,
+        reconcileHeadlessService."""
         spec = cluster["spec"]
         await self._reconcile_ingress(cluster)
         await self._reconcile_head_service(cluster)
@@ -690,7 +705,8 @@ class RayClusterReconciler:
     # ------------------------------------------------------------------ pods
     async def _reconcile_pods(self, cluster: Obj) -> int:
         """Says whether pod work remains: MORE_NOW after a full batch of creates, MORE_LATER
-        while a group is held back for the scheduler, DONE otherwise."""
+        while a group is held back for the scheduler, DONE otherwise.
+        upstream: reconcilePods."""
         spec = cluster["spec"]
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
@@ -869,7 +885,8 @@ class RayClusterReconciler:
     ) -> tuple[int, int]:
         """Multi-host groups live and die by whole replicas of ``numOfHosts`` pods: a partial,
         unhealthy or named-for-deletion replica is removed entirely, new replicas get the
-        lowest free index and hosts 0..n-1."""
+        lowest free index and hosts 0..n-1.
+        upstream: reconcileMultiHostWorkerGroup."""
         meta = cluster["metadata"]
         key = f"{meta['namespace']}/{meta['name']}/{group['groupName']}"
         replicas: dict[str, list[Obj]] = {}
@@ -965,6 +982,8 @@ class RayClusterReconciler:
     async def _create_pod(
         self, cluster: Obj, pod: Obj, key: str, *, head: bool, announce: bool = True
     ) -> str:
+        """Creates one pod, with expectations and its event.
+        upstream: createHeadPod / createWorkerPod."""
         if self.config.scheduler is not None:
             labels = pod["metadata"].get("labels") or {}
             group = c.HEAD_GROUP_NAME if head else labels.get(c.LABEL_GROUP, "")
@@ -1006,7 +1025,8 @@ class RayClusterReconciler:
 
         The collection event's note names only the cause (``why``), never a pod count, so the
         repeats of one suspension (the pass that deletes, then passes that find nothing left)
-        aggregate into one Event with a series count, as upstream's recorder does."""
+        aggregate into one Event with a series count, as upstream's recorder does.
+        upstream: deletePods."""
         collective = fail_reason == c.REASON_FAILED_DELETE_ALL_PODS
         deleted = 0
         try:
@@ -1069,6 +1089,8 @@ class RayClusterReconciler:
 
     # ------------------------------------------------------------------ status
     async def _update_status(self, cluster: Obj, error: _ReconcileError | None) -> bool:
+        """Computes the new status and writes it when it changed.
+        upstream: updateRayClusterStatus (after calculateStatus)."""
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
         pods = self.cluster_pods(ns, name)
@@ -1120,7 +1142,8 @@ def register(
 ) -> RayClusterReconciler:
     """Builds the reconciler over ``mgr``'s caches and wires it in: a controller for the
     RayClusters (spec, label and annotation changes) that owns their pods, Services and
-    cleanup Jobs, and a delete handler that forgets a cluster's per-object state."""
+    cleanup Jobs, and a delete handler that forgets a cluster's per-object state.
+    upstream: SetupWithManager."""
     reconciler = RayClusterReconciler(
         mgr.client,
         config,

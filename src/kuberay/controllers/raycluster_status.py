@@ -43,6 +43,7 @@ def pod_condition(pod: Obj, ctype: str) -> Obj | None:
 
 
 def is_running_and_ready(pod: Obj) -> bool:
+    """Phase Running and condition Ready True. upstream: IsRunningAndReady."""
     ready = pod_condition(pod, "Ready")
     return pod.get("status", {}).get("phase") == "Running" and bool(
         ready and ready.get("status") == "True"
@@ -50,7 +51,8 @@ def is_running_and_ready(pod: Obj) -> bool:
 
 
 def all_pods_running(pods: list[Obj]) -> bool:
-    """Upstream ``CheckAllPodsRunning``: every pod Running and none with Ready=False."""
+    """Every pod Running and none with Ready=False.
+    upstream: CheckAllPodsRunning."""
     if not pods:
         return False
     for pod in pods:
@@ -148,7 +150,8 @@ def stall_reason(pods: list[Obj]) -> str | None:
 
 
 def head_pod_ready_condition(head: Obj | None) -> tuple[str, str, str]:
-    """(status, reason, message) of HeadPodReady mirrored from the head pod."""
+    """(status, reason, message) of HeadPodReady mirrored from the head pod.
+    upstream: FindHeadPodReadyCondition."""
     if head is None:
         return "False", c.REASON_HEAD_POD_NOT_FOUND, "Head Pod not found"
     ready = pod_condition(head, "Ready")
@@ -181,7 +184,8 @@ def calculate_status(  # noqa: C901, PLR0912, PLR0915
     conditions_enabled: bool,
     now: str,
 ) -> Obj:
-    """The new ``status`` dict for ``cluster``; ``pods`` are all live pods of the cluster."""
+    """The new ``status`` dict for ``cluster``; ``pods`` are all live pods of the cluster.
+    upstream: calculateStatus."""
     spec = cluster["spec"]
     old = cluster.get("status") or {}
     status: Obj = copy.deepcopy(old)
