@@ -172,14 +172,20 @@ async def test_ray_pods_are_discovered_with_pod_monitor_labels(
     prometheus: Prometheus, workload: str
 ) -> None:
     async def discovered() -> bool:
-        jobs = {
-            t["labels"].get("job")
+        # Every expected target, not just one of each job: service discovery adds pods as they
+        # get IPs, so the stuck cluster's worker may come a refresh after the others.
+        found = [
+            (t["labels"].get("job"), t["labels"].get("ray_io_cluster"))
             for t in await asyncio.to_thread(prometheus.targets)
             if t["labels"].get("namespace") == workload
-        }
-        return {HEAD_JOB, WORKER_JOB} <= jobs
+        ]
+        workers = [cluster for job, cluster in found if job == WORKER_JOB]
+        return (HEAD_JOB, "mon-ok") in found and (
+            workers.count("mon-ok"),
+            workers.count("mon-stuck"),
+        ) == (2, 1)
 
-    await wait_until(discovered, timeout=60, what="head and worker pods as scrape targets")
+    await wait_until(discovered, timeout=60, what="every head and worker pod as a scrape target")
     ours = [
         t
         for t in await asyncio.to_thread(prometheus.targets)
