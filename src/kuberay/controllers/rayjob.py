@@ -65,6 +65,7 @@ from kuberay.controllers.reconcile import (
     cached_head_pod,
     child_events,
     selector_patch,
+    wire_controller,
     working_copy,
     write_child,
 )
@@ -79,7 +80,6 @@ from kuberay.runtime.client import JOBS, PODS, SERVICES, KubeClient, Resource
 from kuberay.runtime.controller import Controller, Request, Result
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
-from kuberay.runtime.informer import Handler
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import POD_FIELDS, Obj, index_by_label, projector
 from kuberay.schedulers import SUBMITTER_GROUP, BatchScheduler
@@ -757,12 +757,15 @@ def register(
         caches=mgr,
         namespaces=namespaces,
     )
-    ctrl = mgr.controller("rayjob", reconciler.reconcile, concurrency=config.concurrency)
-    ctrl.for_(reconciler.rayjobs)
-    # A deleted object's event budget and aggregation state go with it.
-    reconciler.rayjobs.add_handler(Handler(on_delete=reconciler.forget))
-    ctrl.owns(reconciler.clusters, c.KIND_RAYJOB, c.GROUP)
-    ctrl.owns(reconciler.services, c.KIND_RAYJOB, c.GROUP)
-    ctrl.owns(reconciler.jobs, c.KIND_RAYJOB, c.GROUP)
-    reconciler.controller = ctrl
+    # A deleted object's event budget and aggregation state go with it (forget).
+    reconciler.controller = wire_controller(
+        mgr,
+        "rayjob",
+        reconciler.reconcile,
+        config.concurrency,
+        reconciler.rayjobs,
+        reconciler.forget,
+        [reconciler.clusters, reconciler.services, reconciler.jobs],
+        c.KIND_RAYJOB,
+    )
     return reconciler

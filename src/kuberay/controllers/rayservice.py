@@ -100,6 +100,7 @@ from kuberay.controllers.reconcile import (
     fetch_working_copy,
     selector_patch,
     try_write_child,
+    wire_controller,
     write_child,
 )
 from kuberay.ray.dashboard import DashboardClient, DashboardError, DashboardFactory
@@ -115,7 +116,6 @@ from kuberay.runtime.client import (
 from kuberay.runtime.controller import Controller, Request, Result
 from kuberay.runtime.errors import AlreadyExists, Conflict, NotFound
 from kuberay.runtime.events import WARNING, EventRecorder
-from kuberay.runtime.informer import Handler
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import POD_FIELDS, FieldTree, Obj, Shared, index_by_label, projector
 
@@ -1120,11 +1120,15 @@ def register(
         caches=mgr,
         namespaces=namespaces,
     )
-    ctrl = mgr.controller("rayservice", rec.reconcile, concurrency=config.concurrency)
-    ctrl.for_(rec.rayservices)
-    # A deleted object's event budget and aggregation state go with it.
-    rec.rayservices.add_handler(Handler(on_delete=rec.forget))
-    ctrl.owns(rec.clusters, c.KIND_RAYSERVICE, c.GROUP)
-    ctrl.owns(rec.services, c.KIND_RAYSERVICE, c.GROUP)
-    rec.controller = ctrl
+    # A deleted object's event budget and aggregation state go with it (forget).
+    rec.controller = wire_controller(
+        mgr,
+        "rayservice",
+        rec.reconcile,
+        config.concurrency,
+        rec.rayservices,
+        rec.forget,
+        [rec.clusters, rec.services],
+        c.KIND_RAYSERVICE,
+    )
     return rec

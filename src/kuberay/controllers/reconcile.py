@@ -25,16 +25,18 @@ Invariants and failure modes:
 from __future__ import annotations
 
 import copy
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from kuberay.api import constants as c
 from kuberay.ray.dashboard import DashboardError
 from kuberay.runtime.cache import ResourceCache
-from kuberay.runtime.controller import Request
+from kuberay.runtime.controller import Controller, Reconciler, Request
 from kuberay.runtime.errors import ApiError
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
+from kuberay.runtime.informer import Handler
+from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import Obj
 
 T = TypeVar("T")
@@ -206,3 +208,24 @@ async def try_write_child(
             raise
         return None, events.failure(exc)
     return out, ""
+
+
+def wire_controller(
+    mgr: Manager,
+    name: str,
+    reconcile: Reconciler,
+    concurrency: int,
+    primary: ResourceCache,
+    forget: Callable[[Obj], None],
+    owned: Sequence[ResourceCache],
+    owner_kind: str,
+) -> Controller:
+    """The controller of one kind: reconciles ``primary``, drops per-object state (``forget``)
+    when a primary object is deleted, and is woken by the children it owns. Upstream:
+    ``SetupWithManager``'s ``For``/``Owns`` chain."""
+    ctrl = mgr.controller(name, reconcile, concurrency=concurrency)
+    ctrl.for_(primary)
+    primary.add_handler(Handler(on_delete=forget))
+    for cache in owned:
+        ctrl.owns(cache, owner_kind, c.GROUP)
+    return ctrl
