@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 import zipfile
 from pathlib import Path
@@ -112,13 +113,14 @@ def test_operator_wheel_has_the_operator_only(operator_wheel: Path) -> None:
 def test_operator_wheel_runs_without_the_dev_part(operator_wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     zipfile.ZipFile(operator_wheel).extractall(site)
-    # The unpacked wheel first on the path: `kuberay` is that copy, which has no devenv.
-    env = dict(os.environ, PYTHONPATH=str(site))
+    # The unpacked wheel, then the dependencies; -S skips .pth files, so no editable install
+    # (this checkout's, kuberay-py-devenv's import hook) is on the path.
+    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), *sorted(deps)]))
 
-    def kuberay_cli(*args: str) -> subprocess.CompletedProcess[str]:
-        code = "import sys; from kuberay.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    def python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-c", code, *args],
+            [sys.executable, "-S", "-c", code, *args],
             capture_output=True,
             text=True,
             env=env,
@@ -126,26 +128,24 @@ def test_operator_wheel_runs_without_the_dev_part(operator_wheel: Path, tmp_path
             check=False,
         )
 
-    where = kuberay_cli("operator", "--version")
-    assert where.returncode == 0, where.stderr
-    assert where.stdout.startswith(f"kuberay-py {kuberay.__version__} ")
-    assert kuberay_cli("--version").stdout == where.stdout
-    for args in (("dev", "up", "--name", "x"), ("dev", "status"), ("demo",)):
-        proc = kuberay_cli(*args)
-        assert proc.returncode == 2
+    # First make sure the dev part really is absent: the commands below must not start a plane.
+    where = python("import kuberay; print(kuberay.__file__); import kuberay.devenv")
+    assert where.stdout.strip() == str(site / "kuberay" / "__init__.py"), where.stderr
+    assert "No module named 'kuberay.devenv'" in where.stderr, where.stderr
+
+    cli = "import sys; from kuberay.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    version = python(cli, "operator", "--version")
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.startswith(f"kuberay-py {kuberay.__version__} ")
+    assert python(cli, "--version").stdout == version.stdout
+    commands = [("dev", "up", "--name", "x"), ("dev", "--help"), ("demo", "--nodes", "1")]
+    for args in commands:
+        proc = python(cli, *args)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
         assert proc.stdout == ""
         (line,) = proc.stderr.splitlines()
         assert line.startswith(f"kuberay {args[0]}: the local development plane is not installed")
         assert "kuberay-py-devenv" in line
-    check = subprocess.run(
-        [sys.executable, "-c", "import kuberay, kuberay.cli.main; print(kuberay.__file__)"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=True,
-    )
-    assert check.stdout.strip() == str(site / "kuberay" / "__init__.py")
 
 
 def test_devenv_wheel_has_the_dev_part_only(tree: Path, tmp_path: Path) -> None:

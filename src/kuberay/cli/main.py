@@ -47,8 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
             module.register(sub)
     else:
         for name in ("dev", "demo"):
-            stub = sub.add_parser(name, help="(not installed: needs kuberay-py-devenv)")
-            stub.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            # No option prefix: whatever follows (flags included) is taken, not rejected.
+            stub = sub.add_parser(
+                name, help="(not installed: needs kuberay-py-devenv)", prefix_chars="\0"
+            )
+            stub.add_argument("rest", nargs="*")
             stub.set_defaults(func=_devenv_missing)
     operator.register(sub)
     crds = sub.add_parser("crds", help="regenerate (or --check) deploy/crds from the API models")
