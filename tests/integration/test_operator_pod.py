@@ -26,6 +26,7 @@ import pytest
 from operator_fixture import CHART, install_crds, run_helm
 
 from kuberay.api.constants import RAYCLUSTERS
+from kuberay.devenv.http import request
 from kuberay.devenv.nodeagent import supported
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import (
@@ -200,6 +201,15 @@ async def test_chart_runs_the_operator_in_a_pod(
         assert "/var/run/secrets/kubernetes.io/serviceaccount" in mounts
         assert not any(e["name"] == "KUBECONFIG" for e in ctr.get("env") or [])
 
+    # The apiserver validates projected service-account tokens while the replicas run (no other
+    # pod here calls the API; the node agent and the plane's components use certificates).
+    before = await projected_token_logins(process_plane)
+    await wait_until(
+        lambda: _more_logins(process_plane, before),
+        timeout=60,
+        what="the operator pods to authenticate with their projected tokens",
+    )
+
     names = {p["metadata"]["name"] for p in pods}
     # Identity is <hostname>_<pid>; a pod's hostname is its name.
     await wait_until(
@@ -219,15 +229,37 @@ async def test_chart_runs_the_operator_in_a_pod(
 
     # Metrics through the chart's Service, by its cluster DNS name, from another pod. The name
     # resolves to an endpoint of the Service; both replicas serve /metrics.
+    # The apiserver's Service name leads to the address the operator's environment names.
     script = f"""
-import urllib.request
+import os, socket, urllib.request
+api = socket.gethostbyname('kubernetes.default')
+socket.create_connection((api, int(os.environ['KUBERNETES_SERVICE_PORT'])), timeout=5).close()
+print('kubernetes.default is the API host:', api == os.environ['KUBERNETES_SERVICE_HOST'])
 body = urllib.request.urlopen('http://kuberay-operator.{ns}:8080/metrics', timeout=10).read()
 for line in body.decode().splitlines():
     if line.startswith(('leader_election_master_status', 'controller_runtime_reconcile_total')):
         print(line)
 """
     out = await run_pod(kube, process_plane, process_namespace, "scrape", script)
+    assert "kubernetes.default is the API host: True" in out, out
     assert f'leader_election_master_status{{name="{LEASE}"}}' in out, out
+
+
+async def projected_token_logins(plane: Plane) -> float:
+    """The apiserver's count of projected service-account tokens it has validated (its token
+    cache keeps a validated token for 10 s, so a steady client adds about one per 10 s)."""
+    text = await asyncio.to_thread(
+        request, "GET", f"{plane.server}/metrics", context=plane.admin_context()
+    )
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in str(text).splitlines()
+        if line.startswith("serviceaccount_valid_tokens_total")
+    )
+
+
+async def _more_logins(plane: Plane, than: float) -> bool:
+    return await projected_token_logins(plane) > than
 
 
 async def _holder_in(kube: KubeClient, ns: str, names: set[str]) -> bool:
