@@ -32,16 +32,18 @@ if [ ! -x .venv/bin/python ]; then
   echo "[bootstrap] creating .venv with $PY"
   "$PY" -m venv .venv
 fi
-# One stamp per install flavour; the full install also satisfies the unit-only one.
+# One stamp per install flavour; the full install also satisfies the unit-only one. The operator
+# (kuberay-py) and its development part (kuberay-py-devenv: local plane, node agent, test helpers)
+# are two distributions from this tree, both installed editable.
 stamp=.venv/.kuberay-installed
 unit_stamp=.venv/.kuberay-installed-unit
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml devenv/pyproject.toml | sha256sum | cut -d' ' -f1)
 installed() { [ -f "$1" ] && [ "$(cat "$1")" = "$want" ]; }
 if $unit_only; then
   if ! installed "$stamp" && ! installed "$unit_stamp"; then
     echo "[bootstrap] installing the project and its dev tools into .venv (unit tests only)"
     .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e '.[dev]'
+    .venv/bin/python -m pip install --quiet -e '.[dev]' -e ./devenv
     echo "$want" > "$unit_stamp"
   fi
   exit 0
@@ -49,7 +51,7 @@ fi
 if ! installed "$stamp"; then
   echo "[bootstrap] installing the project and its dev tools into .venv"
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e '.[dev,e2e]'
+  .venv/bin/python -m pip install --quiet -e '.[dev,e2e]' -e ./devenv
   echo "$want" > "$stamp"
 fi
 

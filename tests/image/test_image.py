@@ -171,6 +171,19 @@ def test_kuberay_command_is_on_path(bundle: Bundle) -> None:
     assert proc.stdout.startswith("kuberay-py ")
 
 
+def test_carries_the_operator_only(bundle: Bundle) -> None:
+    """No local plane, node agent or test helpers (kuberay-py-devenv) in the image; the dev
+    commands say so in one line."""
+    (site,) = (bundle.root / "opt" / "kuberay" / "lib").glob("python3*/site-packages")
+    assert (site / "kuberay" / "cli" / "operator.py").is_file()
+    assert not (site / "kuberay" / "devenv").exists()
+    assert not list(site.glob("kuberay_py_devenv*"))
+    proc = bundle.run("dev", "up", command=["kuberay"])
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("kuberay dev: the local development plane is not installed"), line
+
+
 def test_runs_as_nonroot_on_a_read_only_root(bundle: Bundle) -> None:
     probe = (
         "import os\n"

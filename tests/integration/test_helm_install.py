@@ -4,45 +4,25 @@ What only a server can say: every object the chart renders (default values, then
 configuration-file mode with a log file) passes the apiserver's validation, an upgrade that
 changes the pod template is accepted (the Deployment selector stays the same), and uninstalling
 removes the cluster-scoped objects, the user-facing ClusterRoles included. The CRDs are left to
-``install_crds`` (``--skip-crds``): Helm would only install them when absent anyway. The operator
-image does not exist on the plane, so nothing waits for the pod to run.
+``install_crds`` (``--skip-crds``): Helm would only install them when absent anyway. KWOK runs
+no pod, so nothing waits for the operator here (test_operator_pod.py runs it as a pod).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from operator_fixture import install_crds
+from operator_fixture import CHART, install_crds, run_helm
 
 from kuberay.devenv.plane import Plane
 from kuberay.runtime.client import CONFIGMAPS, DEPLOYMENTS, KubeClient, Resource
 from kuberay.runtime.errors import NotFound
 
-CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "kuberay-operator"
 CLUSTERROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False, kind="ClusterRole"
 )
-
-
-def _helm(
-    helm: Path, plane: Plane, home: Path, *args: str, values: dict[str, object] | None = None
-) -> str:
-    env = dict(os.environ, **{f"HELM_{k}_HOME": str(home / k) for k in ("CACHE", "CONFIG", "DATA")})
-    extra = ["--values", "-"] if values is not None else []
-    proc = subprocess.run(
-        [str(helm), *args, "--kubeconfig", str(plane.kubeconfig), *extra],
-        input=yaml.safe_dump(values) if values is not None else None,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 async def test_install_upgrade_uninstall(
@@ -51,7 +31,8 @@ async def test_install_upgrade_uninstall(
     await install_crds(kube)
 
     def run(*args: str, values: dict[str, object] | None = None) -> str:
-        return _helm(helm, plane, tmp_path, *args, values=values)
+        out: str = run_helm(helm, plane.kubeconfig, tmp_path, *args, values=values)
+        return out
 
     run("install", "kr", str(CHART), "-n", namespace, "--skip-crds", "--wait=false")
     dep = await kube.get(DEPLOYMENTS, "kuberay-operator", namespace)

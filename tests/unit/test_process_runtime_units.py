@@ -209,6 +209,22 @@ def test_images_need_a_command_unless_the_map_has_an_entrypoint(tmp_path: Path) 
     ) == ["echo", "1"]
 
 
+def test_the_operator_image_runs_this_checkout(tmp_path: Path) -> None:
+    """The chart's default image is this source tree, with or without a map file; a file that
+    names the image wins."""
+    import kuberay
+
+    src = str(Path(kuberay.__file__).resolve().parents[1])
+    assert ImageMap.load().resolve("kuberay-py:0.1.0").env["PYTHONPATH"] == src
+    path = tmp_path / "images.yaml"
+    path.write_text("'': {home: /nowhere}\n")
+    images = ImageMap.load(path)
+    assert images.resolve("kuberay-py:0.1.0").env["PYTHONPATH"] == src
+    assert images.resolve("rayproject/ray:2.59.0").home == "/nowhere"
+    path.write_text("kuberay-py: {env: {A: b}}\n")
+    assert dict(ImageMap.load(path).resolve("kuberay-py:0.1.0").env) == {"A": "b"}
+
+
 def test_container_log_reads_the_newest_instance(tmp_path: Path) -> None:
     (tmp_path / "ns_p_uid1").mkdir()
     (tmp_path / "ns_p_uid1" / "c.log").write_text("old")

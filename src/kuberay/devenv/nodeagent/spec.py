@@ -17,6 +17,11 @@ the image's real entrypoint is unknown), ``working_dir`` (default ``/``), ``home
 ``/root``). Every image sets ``RAY_USAGE_STATS_ENABLED=0`` unless its entry overrides it: pods
 have no route out, so the usage reporter could only time out.
 
+Built in, under whatever the file says: ``kuberay-py`` (the chart's default ``image.repository``)
+is this checkout's operator: the agent's environment with the directory that holds the running
+``kuberay`` package first on ``PYTHONPATH``, so the chart's unchanged ``kuberay operator ...``
+command runs the code under test even from a worktree whose package is not the one installed.
+
 Environment: Kubernetes order and semantics: image env, then the ``KUBERNETES_SERVICE_*`` /
 ``KUBERNETES_PORT*`` variables, then ``envFrom`` (with prefix), then ``env``, each value expanded
 with ``$(VAR)`` references to variables defined before it (``$$`` escapes). Missing referenced
@@ -43,6 +48,7 @@ from kuberay.api import quantity
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IMAGES_ENV = "KUBERAY_DEVENV_IMAGES"
+OPERATOR_IMAGE = "kuberay-py"
 
 
 class ConfigError(RuntimeError):
@@ -102,15 +108,24 @@ class ImageMap:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> ImageMap:
-        """From ``path``, else ``$KUBERAY_DEVENV_IMAGES``, else every image -> this Python."""
+        """From ``path``, else ``$KUBERAY_DEVENV_IMAGES``, else every image -> this Python; the
+        operator's image is added unless the map names it."""
         source = path or os.environ.get(IMAGES_ENV)
+        builtin = {OPERATOR_IMAGE: operator_image()}
         if not source:
-            return cls({"": ImageEntry()})
+            return cls({"": ImageEntry(), **builtin})
         text = Path(source).read_text()
         data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
         if not isinstance(data, dict):
             raise ValueError(f"{source}: the image map must be a mapping of prefix -> entry")
-        return cls.from_data(data)
+        return cls({**builtin, **cls.from_data(data).entries})
+
+
+def operator_image() -> ImageEntry:
+    """The operator image as this checkout: its ``src`` directory wins over whatever ``kuberay``
+    the environment has installed (an editable install of another worktree, say)."""
+    src = Path(__file__).resolve().parents[3]
+    return ImageEntry(env={"PYTHONPATH": str(src)})
 
 
 # ---------------------------------------------------------------------- quantities
