@@ -314,7 +314,7 @@ def cleanup_stale() -> list[str]:
     return gone
 
 
-def _used_networks() -> list[ipaddress.IPv4Network]:
+def used_networks() -> list[ipaddress.IPv4Network]:
     used = []
     for line in ip("-4", "-o", "addr", "show").splitlines():
         fields = line.split()
@@ -335,7 +335,7 @@ def allocate(owner_pid: int | None = None, *, egress: bool = True) -> PodNetwork
     with _locked():
         cleanup_stale()
         taken = {r.get("subnet") for _, r in _records()}
-        used = _used_networks()
+        used = used_networks()
         for candidate in POOL.subnets(new_prefix=24):
             if str(candidate) in taken or any(candidate.overlaps(u) for u in used):
                 continue
