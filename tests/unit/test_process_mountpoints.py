@@ -8,6 +8,7 @@ earlier must succeed, and only the creator reports it for removal.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kuberay.devenv.nodeagent import launcher
+from kuberay.devenv.nodeagent import launcher, network
 
 
 @pytest.fixture(autouse=True)
@@ -99,3 +100,33 @@ def test_concurrent_launchers_all_succeed_and_each_path_is_reported_once(tmp_pat
             str(root / "var" / "run" / "secrets" / "kubernetes.io"),
             target,
         }
+
+
+def test_a_plane_leaves_mount_points_to_a_live_plane_and_the_last_removes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removing a mount point on the host would detach the same path's mounts in the running
+    containers of another plane (rmdir works across mount namespaces)."""
+    monkeypatch.setattr(network, "RUN_ROOT", tmp_path / "run")
+    monkeypatch.setattr(network, "DATA_ROOT", tmp_path / "data")
+    (tmp_path / "run" / "nets").mkdir(parents=True)
+    me = os.getpid()
+    for net_id in ("first", "second"):
+        record = {"id": net_id, "owner_pid": str(me), "owner_start": network._start_time(me)}
+        (tmp_path / "run" / "nets" / f"{net_id}.json").write_text(json.dumps(record))
+        (tmp_path / "data" / net_id).mkdir(parents=True)
+    token = tmp_path / "host" / "var" / "run" / "secrets" / "kubernetes.io" / "serviceaccount"
+    token.mkdir(parents=True)
+    shared = [token.parent.parent, token.parent, token]
+    (tmp_path / "data" / "first" / "mountpoints").write_text("".join(f"{p}\n" for p in shared))
+    (tmp_path / "data" / "second" / "mountpoints").write_text(f"{token}\n")
+
+    network.release_mountpoints("first")  # as network.release does: its record is still there
+    assert token.is_dir(), "removed while the second plane may still use it"
+    inherited = (tmp_path / "data" / "second" / "mountpoints").read_text().split()
+    assert set(inherited) == {str(p) for p in shared}
+    (tmp_path / "run" / "nets" / "first.json").unlink()
+
+    network.release_mountpoints("second")
+    assert not token.parent.parent.exists()
+    assert (tmp_path / "host" / "var" / "run").is_dir()  # not created by a pod: kept

@@ -22,6 +22,9 @@ Invariants and failure modes:
   PID namespaces), deletes its veths and bridge and removes its state directory.
 - Network namespaces are never named: they belong to the pod's sandbox process and vanish with
   it, taking the pod's veth along. So a crash cannot leave a netns behind.
+- Mount points that pods created on the host (``created PATH`` from the launcher) are recorded
+  per plane and removed by the last plane to go: a plane that stops while another lives hands
+  its list over (``release_mountpoints``), since the other's containers may use the same paths.
 - The nftables table goes with the plane (``release``) or with a dead plane's leftovers
   (``cleanup_stale``, which also drops tables of planes without a record). ``ip_forward`` is
   global: the first egress plane that finds it off records that in ``/run/kuberay-devenv`` and
@@ -260,20 +263,35 @@ def _destroy(net_id: str) -> None:
             with contextlib.suppress(NetworkError):
                 ip("link", "del", name)
     _unmount_under(data_dir)
-    _remove_mountpoints(data_dir / "mountpoints")
+    release_mountpoints(net_id)
     shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def _remove_mountpoints(record: Path) -> None:
-    """Removes the mount points pods created on the host, deepest first, if still empty.
+def release_mountpoints(net_id: str) -> None:
+    """Removes the mount points that the pods of plane ``net_id`` created on the host, deepest
+    first, if still empty; while another plane lives, hands them over to it instead.
 
-    Runs only when every process of the plane is gone, so no bind mount can still use them; a
-    path that something else filled in the meantime is left alone.
+    The plane's own processes are gone by now, but another plane's containers may have bind
+    mounts on the same paths in their mount namespaces (every pod's service-account token is at
+    ``/var/run/secrets/kubernetes.io/serviceaccount``). Removing such a directory on the host
+    succeeds all the same (Linux detaches the mounts of other namespaces on rmdir) and would
+    take the token away from that plane's running containers. So the list is appended to a live
+    plane's, and the last plane to go removes the paths. A path that something else filled in
+    the meantime is left alone. Called under the lock.
     """
+    record = DATA_ROOT / net_id / "mountpoints"
     try:
-        paths = set(record.read_text().split("\n")) - {""}
+        text = record.read_text()
     except OSError:
         return
+    heirs = [r["id"] for _, r in _records() if r.get("id", net_id) != net_id and _alive(r)]
+    if heirs:
+        heir = DATA_ROOT / heirs[0]
+        heir.mkdir(parents=True, exist_ok=True)
+        with open(heir / "mountpoints", "a") as fh:
+            fh.write(text if text.endswith("\n") else text + "\n")
+        return
+    paths = set(text.split("\n")) - {""}
     for path in sorted(paths, key=lambda p: p.count("/"), reverse=True):
         with contextlib.suppress(OSError):
             target = Path(path)
