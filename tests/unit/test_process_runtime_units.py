@@ -179,7 +179,6 @@ async def test_outside_names_are_forwarded_and_cluster_names_never() -> None:
     await upstream.start()
     # Nothing listens on the first upstream: it is skipped.
     forwarder = Forwarder([("127.0.0.1", _unused_udp_port()), ("127.0.0.1", upstream.port)])
-    forwarder.timeout = 0.5
     server = DnsServer("127.0.0.1", 0, records().lookup, forwarder)
     await server.start()
     try:

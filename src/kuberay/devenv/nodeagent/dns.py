@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import logging
 import socket
@@ -369,13 +370,24 @@ class DnsServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        transport, protocol = await loop.create_datagram_endpoint(
-            lambda: _Udp(self), local_addr=(self.host, self.port)
-        )
-        self._udp_protocol = protocol
-        self._udp = transport
-        self.port = transport.get_extra_info("sockname")[1]
-        self._tcp = await asyncio.start_server(self._handle_tcp, self.host, self.port)
+        wanted = self.port
+        for attempt in range(20):
+            transport, protocol = await loop.create_datagram_endpoint(
+                lambda: _Udp(self), local_addr=(self.host, wanted)
+            )
+            port = transport.get_extra_info("sockname")[1]
+            try:
+                self._tcp = await asyncio.start_server(self._handle_tcp, self.host, port)
+            except OSError as exc:
+                transport.close()
+                # With port 0 the TCP side of the chosen UDP port may be taken: pick again.
+                if wanted != 0 or exc.errno != errno.EADDRINUSE or attempt == 19:
+                    raise
+                continue
+            self._udp_protocol = protocol
+            self._udp = transport
+            self.port = port
+            return
 
     async def stop(self) -> None:
         if self._udp_protocol is not None:
