@@ -13,6 +13,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -83,6 +84,8 @@ def _process_runtime_supported() -> None:
     why = supported()
     if why is not None:
         skip_unless_strict(why)
+    if shutil.which("nft") is None:
+        skip_unless_strict("pod egress needs nft (apt-get install nftables)")
 
 
 def _run(*argv: str) -> None:

@@ -226,8 +226,13 @@ def firewall_rules(net: PodNetwork, egress: bool) -> str:
 
 
 def _setup_firewall(net: PodNetwork, egress: bool) -> None:
-    if not egress and shutil.which("nft") is None:
-        return
+    if shutil.which("nft") is None:
+        if not egress:
+            return
+        raise NetworkError(
+            "pod egress needs nft (apt-get install nftables); or start the plane without "
+            "egress: `kuberay dev up --no-egress`, PlaneConfig(egress=False)"
+        )
     nft("-f", "-", stdin=firewall_rules(net, egress))
     if egress:
         _enable_forwarding()
