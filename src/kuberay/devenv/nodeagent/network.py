@@ -31,7 +31,9 @@ Invariants and failure modes:
   the last egress plane to go turns it off again; a plane never turns off forwarding that it did
   not turn on.
 - Egress needs ``nft``; a hermetic plane on a host without it has no table and relies on
-  forwarding being off.
+  forwarding being off. Another firewall whose forward chain drops by default (Docker sets
+  iptables' FORWARD policy to DROP) still drops pod traffic: nftables cannot override a drop
+  of another table, so such a host needs its own accept rule for the pod subnets.
 """
 
 from __future__ import annotations
