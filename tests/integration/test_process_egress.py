@@ -9,6 +9,7 @@ firewall (forwarding is on while the egress plane runs).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import json
@@ -22,7 +23,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +41,7 @@ from kuberay.devenv.nodeagent.network import (
     used_networks,
 )
 from kuberay.devenv.plane import Plane, PlaneConfig, running_plane
-from kuberay.devenv.testing import skip_unless_strict, wait_for
-from kuberay.runtime.client import PODS, KubeClient, load_kubeconfig
+from kuberay.devenv.testing import skip_unless_strict
 
 NAME = "pkgs.egress-test.example"
 PORT = 8080
@@ -99,7 +99,7 @@ class OutsideHost:
 
 
 @pytest.fixture(scope="module")
-def test_host() -> Iterator[OutsideHost]:
+def outside_host() -> Iterator[OutsideHost]:
     """A network namespace behind a veth, routing back through the host, serving HTTP."""
     if supported() is not None:
         pytest.skip("needs the process runtime")
@@ -149,7 +149,7 @@ def test_host() -> Iterator[OutsideHost]:
 
 
 @pytest.fixture(scope="module")
-def host_resolver(test_host: OutsideHost) -> Iterator[str]:
+def host_resolver(outside_host: OutsideHost) -> Iterator[str]:
     """A DNS server on loopback that knows ``NAME`` (what the host's resolver would be)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("127.0.0.1", 0))
@@ -157,7 +157,7 @@ def host_resolver(test_host: OutsideHost) -> Iterator[str]:
     stop = threading.Event()
 
     def lookup(name: str) -> list[str] | None:
-        return [test_host.address] if name == NAME else None
+        return [outside_host.address] if name == NAME else None
 
     def serve() -> None:
         while not stop.is_set():
@@ -193,19 +193,12 @@ def egress_plane(tmp_path_factory: pytest.TempPathFactory, host_resolver: str) -
         yield plane
 
 
-@pytest.fixture(scope="module")
-async def egress_kube(egress_plane: Plane) -> AsyncIterator[KubeClient]:
-    config = load_kubeconfig(egress_plane.kubeconfig)
-    config.qps = 0
-    async with KubeClient(config, user_agent="kuberay-tests") as client:
-        yield client
-
-
-async def _client_pod(kube: KubeClient, plane: Plane, ns: str, name: str, host: OutsideHost) -> Any:
+async def _client_pod(plane: Plane, ns: str, name: str, host: OutsideHost) -> Any:
+    """Runs ``CLIENT`` in a pod of ``plane`` and returns what it saw."""
     body = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "namespace": ns},
         "spec": {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 1,
@@ -218,48 +211,41 @@ async def _client_pod(kube: KubeClient, plane: Plane, ns: str, name: str, host: 
             ],
         },
     }
-    await kube.create(PODS, body, ns)
-    pod = await wait_for(
-        kube,
-        PODS,
-        name,
-        ns,
-        lambda p: p.get("status", {}).get("phase") in ("Succeeded", "Failed"),
-        timeout=60,
-        what="completion",
-    )
+    await asyncio.to_thread(plane.api, "POST", f"/api/v1/namespaces/{ns}/pods", body)
+    deadline = time.monotonic() + 90
+    while True:
+        pod = await asyncio.to_thread(plane.api, "GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+        phase = pod.get("status", {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            break
+        assert time.monotonic() < deadline, f"{name}: {phase}\n{plane.log_tail('node-agent')}"
+        await asyncio.sleep(0.5)
     out = plane.container_log(ns, name, "main")
-    assert pod["status"]["phase"] == "Succeeded", out
+    assert phase == "Succeeded", out
     return json.loads(out.strip().splitlines()[-1])
 
 
 async def test_pods_reach_a_host_beyond_the_bridge_by_address_and_by_name(
-    egress_kube: KubeClient, egress_plane: Plane, test_host: OutsideHost
+    egress_plane: Plane, outside_host: OutsideHost
 ) -> None:
-    seen = await _client_pod(egress_kube, egress_plane, "default", "egress-client", test_host)
+    seen = await _client_pod(egress_plane, "default", "egress-client", outside_host)
     # The test host sees the host's address on its link: the pod was masqueraded.
     assert seen == {
-        "resolved": test_host.address,
-        "by_ip": test_host.gateway,
-        "by_name": test_host.gateway,
+        "resolved": outside_host.address,
+        "by_ip": outside_host.gateway,
+        "by_name": outside_host.gateway,
     }
     assert IP_FORWARD.read_text().strip() == "1"
 
 
 async def test_a_hermetic_plane_reaches_neither_the_host_beyond_nor_outside_names(
-    egress_plane: Plane,
-    test_host: OutsideHost,
-    process_kube: KubeClient,
-    process_plane: Plane,
-    process_namespace: str,
+    egress_plane: Plane, outside_host: OutsideHost, process_plane: Plane, process_namespace: str
 ) -> None:
     assert not process_plane.config.egress
     # Forwarding is on (the egress plane runs) and the test host routes back: only the
     # hermetic plane's own firewall and DNS stand between its pod and the test host.
     assert IP_FORWARD.read_text().strip() == "1"
-    seen = await _client_pod(
-        process_kube, process_plane, process_namespace, "hermetic-client", test_host
-    )
+    seen = await _client_pod(process_plane, process_namespace, "hermetic-client", outside_host)
     assert seen["resolved"] == "error: gaierror"
     assert seen["by_ip"].startswith("error: ")
     assert seen["by_name"].startswith("error: ")
