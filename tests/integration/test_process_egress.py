@@ -225,6 +225,7 @@ async def _client_pod(plane: Plane, ns: str, name: str, host: OutsideHost) -> An
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 async def test_pods_reach_a_host_beyond_the_bridge_by_address_and_by_name(
     egress_plane: Plane, outside_host: OutsideHost
 ) -> None:
@@ -238,6 +239,7 @@ async def test_pods_reach_a_host_beyond_the_bridge_by_address_and_by_name(
     assert IP_FORWARD.read_text().strip() == "1"
 
 
+@pytest.mark.slow
 async def test_a_hermetic_plane_reaches_neither_the_host_beyond_nor_outside_names(
     egress_plane: Plane, outside_host: OutsideHost, process_plane: Plane, process_namespace: str
 ) -> None:
