@@ -89,7 +89,9 @@ def process_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     """A plane whose pods really run, as Linux processes (``runtime="process"``).
 
     Skips when the machine cannot run it (needs root, ``ip`` and ``nsenter``). Container logs:
-    ``process_plane.container_log(namespace, pod, container)``.
+    ``process_plane.container_log(namespace, pod, container)``. Hermetic (``egress=False``):
+    tests never reach outside this machine, and a Ray or pip inside a pod that tries to fails
+    at once instead of leaking traffic; tests of egress start their own plane.
     """
     from kuberay.devenv.nodeagent import supported
 
@@ -98,7 +100,7 @@ def process_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
         skip_unless_strict(why)
     directory = tmp_path_factory.mktemp("process-plane")
     nodes = int(os.environ.get("KUBERAY_TEST_PROCESS_NODES", "1"))
-    config = PlaneConfig(directory=directory, runtime="process", process_nodes=nodes)
+    config = PlaneConfig(directory=directory, runtime="process", process_nodes=nodes, egress=False)
     with running_plane(config) as p:
         yield p
 

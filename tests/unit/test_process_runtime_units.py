@@ -16,13 +16,17 @@ from kuberay.devenv.nodeagent.dns import (
     RCODE_FORMERR,
     RCODE_NXDOMAIN,
     RCODE_OK,
+    RCODE_SERVFAIL,
     TYPE_A,
     TYPE_AAAA,
     ClusterRecords,
     DnsServer,
+    Forwarder,
     answer,
     encode_name,
+    host_resolvers,
     parse_query,
+    parse_upstream,
 )
 from kuberay.devenv.nodeagent.spec import (
     ConfigError,
@@ -137,6 +141,95 @@ async def test_server_answers_over_udp_and_tcp() -> None:
         assert decode(reply)[:2] == (3, RCODE_NXDOMAIN)
     finally:
         await server.stop()
+
+
+async def _ask(port: int, packet: bytes, *, tcp: bool = False) -> bytes:
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(10):
+        if tcp:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(struct.pack("!H", len(packet)) + packet)
+            size = struct.unpack("!H", await reader.readexactly(2))[0]
+            reply = await reader.readexactly(size)
+            writer.close()
+            return reply
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, ("127.0.0.1", port))
+            await loop.sock_sendall(sock, packet)
+            return await loop.sock_recv(sock, 512)
+
+
+def _unused_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_outside_names_are_forwarded_and_cluster_names_never() -> None:
+    asked: list[str] = []
+
+    def upstream_lookup(name: str) -> list[str] | None:
+        asked.append(name)
+        return {"pypi.example": ["192.0.2.80"], "web.team.svc.cluster.local": ["192.0.2.99"]}.get(
+            name
+        )
+
+    upstream = DnsServer("127.0.0.1", 0, upstream_lookup)
+    await upstream.start()
+    # Nothing listens on the first upstream: it is skipped.
+    forwarder = Forwarder([("127.0.0.1", _unused_udp_port()), ("127.0.0.1", upstream.port)])
+    server = DnsServer("127.0.0.1", 0, records().lookup, forwarder)
+    await server.start()
+    try:
+        for tcp in (False, True):
+            reply = await _ask(server.port, query("pypi.example", qid=21), tcp=tcp)
+            assert decode(reply) == (21, RCODE_OK, ["192.0.2.80"])
+            reply = await _ask(server.port, query("missing.example", qid=22), tcp=tcp)
+            assert decode(reply)[:2] == (22, RCODE_NXDOMAIN)
+        # The cluster's own names and localhost are answered here, whatever upstream says.
+        reply = await _ask(server.port, query("web.team.svc.cluster.local"))
+        assert decode(reply)[2] == ["10.244.0.5", "10.244.0.7"]
+        reply = await _ask(server.port, query("nope.team.svc.cluster.local", qid=23))
+        assert decode(reply)[:2] == (23, RCODE_NXDOMAIN)
+        assert decode(await _ask(server.port, query("localhost")))[2] == ["127.0.0.1"]
+        assert asked == ["pypi.example", "missing.example"] * 2
+    finally:
+        await server.stop()
+        await upstream.stop()
+
+
+async def test_no_upstream_answering_is_servfail() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
+        silent.bind(("127.0.0.1", 0))  # receives and never answers: the timeout path
+        silent.settimeout(5)
+        upstreams = [silent.getsockname(), ("127.0.0.1", _unused_udp_port())]
+        server = DnsServer("127.0.0.1", 0, records().lookup, Forwarder(upstreams, timeout=0.3))
+        await server.start()
+        try:
+            reply = await _ask(server.port, query("pypi.example", qid=31))
+            assert decode(reply)[:2] == (31, RCODE_SERVFAIL)
+            assert silent.recv(512)[:2] == reply[:2]  # it was asked
+        finally:
+            await server.stop()
+
+
+def test_upstreams_come_from_resolv_conf_or_configuration(tmp_path: Path) -> None:
+    conf = tmp_path / "resolv.conf"
+    conf.write_text(
+        "# systemd-resolved\nnameserver 127.0.0.53\nnameserver fe80::1%eth0\n"
+        "nameserver 2001:db8::53\nsearch example\noptions edns0\n"
+    )
+    assert host_resolvers(conf) == [("127.0.0.53", 53), ("2001:db8::53", 53)]
+    conf.write_text("search example\n")
+    assert host_resolvers(conf) == [("127.0.0.1", 53)]
+    assert parse_upstream("127.0.0.1:5353") == ("127.0.0.1", 5353)
+    assert parse_upstream("[::1]:5353") == ("::1", 5353)
+    assert parse_upstream("10.0.0.2") == ("10.0.0.2", 53)
+    with pytest.raises(ValueError, match="does not appear to be an IPv4 or IPv6 address"):
+        parse_upstream("dns.example:53")
+    assert not Forwarder([]).wants("pypi.example")
+    assert not Forwarder([("127.0.0.1", 53)]).wants("CLUSTER.local.")
 
 
 def test_quantities_and_expansion() -> None:

@@ -77,6 +77,10 @@ def _print_ready(state: dict[str, Any]) -> None:
         print(f"  alias kubectl={kubectl}   # kubectl built with the plane")
     if config.get("runtime") == "process":
         print(f"  pod logs:   {state['logs']}/pods/<namespace>_<pod>_<uid>/<container>.log")
+        if config.get("egress", True):
+            print("  egress:     pods reach what this host reaches (NAT; DNS forwards)")
+        else:
+            print("  egress:     none (--no-egress): pods reach only the host and each other")
         print("Run the operator on the host with --use-kubernetes-proxy (cluster DNS names")
         print("resolve only inside pods):")
         print(f"  kuberay operator --kubeconfig {kubeconfig} --use-kubernetes-proxy")
@@ -113,6 +117,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.with_prometheus:
         argv.append("--with-prometheus")
     argv += [f"--runtime={args.runtime}", f"--process-nodes={args.process_nodes}"]
+    if args.no_egress:
+        argv.append("--no-egress")
     if args.image_map is not None:
         argv.append(f"--image-map={args.image_map.resolve()}")
     with open(log_path, "wb") as log:

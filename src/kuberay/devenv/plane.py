@@ -148,6 +148,10 @@ class PlaneConfig:
     process_node_cpu: str = "16"
     process_node_memory: str = "64Gi"
     process_node_pods: int = 110
+    # Pods reach beyond the host (NAT through it, and cluster DNS forwards other names to the
+    # host's resolvers or to ``egress_dns``, "ADDRESS[:PORT]"). Off: hermetic (tests).
+    egress: bool = True
+    egress_dns: tuple[str, ...] = ()
     # Image -> Python environment mapping (JSON/YAML file); default: $KUBERAY_DEVENV_IMAGES, else
     # every image runs with the interpreter that starts the plane. See nodeagent.spec.
     image_map: Path | None = None
@@ -314,13 +318,14 @@ class Plane:
         why = nodeagent.supported()
         if why is not None:
             raise PlaneError(why)
-        self.network = allocate(os.getpid())
+        self.network = allocate(os.getpid(), egress=self.config.egress)
         self.bind_address = self.network.gateway
         sans = (*self.config.extra_sans, self.network.gateway)
         self.pki = PKI(self.dir / "pki", extra_sans=sans)
         self.config.log(
             f"process runtime: bridge {self.network.bridge} on {self.network.subnet}, "
-            f"apiserver and DNS at {self.network.gateway}"
+            f"apiserver and DNS at {self.network.gateway}, "
+            + ("egress through the host" if self.config.egress else "no egress (hermetic)")
         )
 
     def _start_node_agent(self) -> None:
@@ -343,6 +348,8 @@ class Plane:
             backoff_base=cfg.backoff_base,
             backoff_cap=cfg.backoff_cap,
             python=sys.executable,
+            dns_forward=cfg.egress,
+            dns_upstreams=list(cfg.egress_dns),
         )
         self.pod_logs.mkdir(parents=True, exist_ok=True)
         path = self.network.data_dir / "agent.json"

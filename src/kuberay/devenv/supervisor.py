@@ -40,6 +40,7 @@ def plane_config_from_args(args: argparse.Namespace, directory: Path) -> PlaneCo
         unlimited=args.unlimited,
         runtime=args.runtime,
         process_nodes=args.process_nodes,
+        egress=not args.no_egress,
         image_map=args.image_map,
         log=lambda m: print(m, flush=True),
     )
@@ -79,6 +80,13 @@ def add_plane_arguments(parser: argparse.ArgumentParser) -> None:
         type=_count(1),
         default=1,
         help="nodes of the process runtime (default 1)",
+    )
+    parser.add_argument(
+        "--no-egress",
+        action="store_true",
+        help="process runtime: pods reach only the host and each other (no NAT through the "
+        "host, cluster DNS answers no outside names); by default they reach what the host "
+        "reaches, e.g. package indexes for a runtime_env's pip",
     )
     parser.add_argument(
         "--image-map",

@@ -12,7 +12,7 @@ Container logs are files, one per container instance: ``container_log()`` reads 
 Invariants: every process of a pod dies with the agent (PDEATHSIG chain and PID namespaces);
 namespaces and veths belong to processes, so they vanish with them; the plane's bridge and state
 directory are removed by ``Plane.stop()`` or, after a crash, by the next plane that starts.
-Needs Linux, root, ``ip`` and ``nsenter``.
+Needs Linux, root, ``ip`` and ``nsenter``; egress (the default, see ``network.py``) also ``nft``.
 """
 
 from __future__ import annotations

@@ -34,7 +34,13 @@ from typing import Any
 
 import aiohttp
 
-from kuberay.devenv.nodeagent.dns import ClusterRecords, DnsServer
+from kuberay.devenv.nodeagent.dns import (
+    ClusterRecords,
+    DnsServer,
+    Forwarder,
+    host_resolvers,
+    parse_upstream,
+)
 from kuberay.devenv.nodeagent.network import NetworkError, PodNetwork, ip
 from kuberay.devenv.nodeagent.pod import PodWorker
 from kuberay.devenv.nodeagent.spec import ImageMap, PodFacts
@@ -73,6 +79,10 @@ class AgentConfig:
     images: dict[str, Any] = field(default_factory=dict)
     dns_port: int = 53
     cluster_domain: str = "cluster.local"
+    # Forward names outside the cluster domain (planes with egress); to ``dns_upstreams``
+    # ("ADDRESS[:PORT]"), or to the host's resolv.conf nameservers when that is empty.
+    dns_forward: bool = False
+    dns_upstreams: list[str] = field(default_factory=list)
     backoff_base: float = 1.0
     backoff_cap: float = 10.0
     python: str = sys.executable
@@ -380,7 +390,11 @@ class Agent:
             lambda ns, name: slices.store.by_index("service", f"{ns}/{name}"),
             self.cluster_domain,
         )
-        dns = DnsServer(self.network.gateway, self.config.dns_port, records.lookup)
+        forwarder = None
+        if self.config.dns_forward:
+            upstreams = [parse_upstream(u) for u in self.config.dns_upstreams] or host_resolvers()
+            forwarder = Forwarder(upstreams, self.cluster_domain)
+        dns = DnsServer(self.network.gateway, self.config.dns_port, records.lookup, forwarder)
         tasks: list[asyncio.Task[Any]] = []
         try:
             for attempt in range(60):
@@ -413,12 +427,13 @@ class Agent:
                 self.informers.append(pods)
             tasks.append(asyncio.create_task(self._heartbeat(), name="heartbeat"))
             log.info(
-                "agent ready: nodes %s, bridge %s (%s), dns %s:%d",
+                "agent ready: nodes %s, bridge %s (%s), dns %s:%d, forwarding to %s",
                 ",".join(self.config.nodes),
                 self.network.bridge,
                 self.network.subnet,
                 self.network.gateway,
                 dns.port,
+                forwarder.upstreams if forwarder else "nothing (hermetic)",
             )
             await self.stopping.wait()
         finally:

@@ -6,9 +6,18 @@ Service returns on a real cluster), whatever the Service's type. Also answered:
 ``<hostname>.<svc>.<ns>.svc.cluster.local`` for endpoints with a hostname (pods with
 ``hostname``/``subdomain``), ``a-b-c-d.<ns>.pod.cluster.local`` and ``localhost``.
 
+Names outside the cluster domain are forwarded (``Forwarder``) when the plane has egress: the
+query goes, unchanged, to the host's resolvers from ``/etc/resolv.conf`` (or configured ones),
+sent from the agent, which lives in the host's network namespace, so a loopback resolver such as
+systemd-resolved's ``127.0.0.53`` works although pods could never reach it themselves.
+
 Invariants and failure modes:
-- Never forwards: a name outside the cluster domain is NXDOMAIN, so a pod cannot reach the
-  outside world by name and a test cannot leak queries.
+- Without a forwarder (hermetic planes) a name outside the cluster domain is NXDOMAIN, so a pod
+  cannot reach the outside world by name and a test cannot leak queries. Names inside the
+  cluster domain and ``localhost`` are never forwarded, whatever the upstream would say.
+- A forwarded query gets the first upstream's reply, relayed as is (same id); an upstream that
+  does not answer within the timeout is skipped; SERVFAIL when none answers. Queries that came
+  over TCP are forwarded over TCP (a truncated UDP answer is retried by the pod over TCP).
 - A Service that exists but has no ready endpoint answers NOERROR with no records (NODATA), not
   NXDOMAIN, so resolvers keep the name and retry; AAAA and other types of an existing name are
   NODATA too, which keeps glibc's dual-stack lookups from failing on the missing IPv6 answer.
@@ -21,11 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import logging
+import socket
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 log = logging.getLogger("kuberay.devenv.dns")
@@ -36,6 +48,7 @@ TYPE_ANY = 255
 CLASS_IN = 1
 RCODE_OK = 0
 RCODE_FORMERR = 1
+RCODE_SERVFAIL = 2
 RCODE_NXDOMAIN = 3
 RCODE_NOTIMP = 4
 TTL = 5
@@ -219,42 +232,167 @@ class ClusterRecords:
         return None
 
 
+# ---------------------------------------------------------------------- forwarding
+Upstream = tuple[str, int]
+
+
+def parse_upstream(text: str) -> Upstream:
+    """``ADDRESS``, ``ADDRESS:PORT`` or ``[IPV6]:PORT`` -> (address, port); port 53 by default."""
+    text = text.strip()
+    if text.startswith("["):
+        address, _, rest = text[1:].partition("]")
+        port = int(rest[1:]) if rest.startswith(":") else 53
+    elif text.count(":") == 1:
+        address, port_text = text.split(":")
+        port = int(port_text)
+    else:
+        address, port = text, 53
+    ipaddress.ip_address(address)  # ValueError for a name: the forwarder must not need DNS
+    return address, port
+
+
+def host_resolvers(path: Path = Path("/etc/resolv.conf")) -> list[Upstream]:
+    """The ``nameserver`` entries of the host's resolv.conf (glibc's default, the local host,
+    when there are none). Link-local IPv6 entries with a zone are skipped."""
+    found: list[Upstream] = []
+    with contextlib.suppress(OSError):
+        for line in path.read_text().splitlines():
+            fields = line.split()
+            if len(fields) >= 2 and fields[0] == "nameserver" and "%" not in fields[1]:
+                with contextlib.suppress(ValueError):
+                    found.append(parse_upstream(fields[1]))
+    return found or [("127.0.0.1", 53)]
+
+
+class Forwarder:
+    """Relays queries for names outside the cluster domain to upstream resolvers."""
+
+    def __init__(
+        self, upstreams: list[Upstream], domain: str = "cluster.local", timeout: float = 2.0
+    ) -> None:
+        self.upstreams = upstreams
+        self.domain = domain.strip(".").lower()
+        self.timeout = timeout
+
+    def wants(self, name: str) -> bool:
+        name = name.lower().rstrip(".")
+        local = name in ("localhost", self.domain) or name.endswith("." + self.domain)
+        return not local and bool(self.upstreams)
+
+    async def forward(self, query: Query, data: bytes, *, tcp: bool) -> bytes:
+        for upstream in self.upstreams:
+            try:
+                async with asyncio.timeout(self.timeout):
+                    if tcp:
+                        return await _ask_tcp(upstream, data)
+                    return await _ask_udp(upstream, data, query.id)
+            except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+                log.debug("upstream %s:%d failed for %s: %s", *upstream, query.question.name, exc)
+        return build_response(query, RCODE_SERVFAIL, authoritative=False)
+
+
+async def _ask_udp(upstream: Upstream, data: bytes, qid: int) -> bytes:
+    loop = asyncio.get_running_loop()
+    family = socket.AF_INET6 if ":" in upstream[0] else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        sock.setblocking(False)
+        sock.connect(upstream)  # a connected socket only receives the upstream's datagrams
+        await loop.sock_sendall(sock, data)
+        while True:
+            reply = await loop.sock_recv(sock, 65535)
+            if len(reply) >= 12 and struct.unpack("!H", reply[:2])[0] == qid:
+                return reply
+
+
+async def _ask_tcp(upstream: Upstream, data: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection(*upstream)
+    try:
+        writer.write(struct.pack("!H", len(data)) + data)
+        await writer.drain()
+        size = struct.unpack("!H", await reader.readexactly(2))[0]
+        return await reader.readexactly(size)
+    finally:
+        writer.close()
+
+
 # ---------------------------------------------------------------------- server
 class _Udp(asyncio.DatagramProtocol):
-    def __init__(self, lookup: Lookup) -> None:
-        self.lookup = lookup
+    def __init__(self, server: DnsServer) -> None:
+        self.server = server
         self.transport: asyncio.DatagramTransport | None = None
+        self.relays: set[asyncio.Task[None]] = set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
-        reply = answer(data, self.lookup)
+        query = self.server.to_forward(data)
+        if query is not None:
+            task = asyncio.ensure_future(self._relay(query, data, addr))
+            self.relays.add(task)
+            task.add_done_callback(self.relays.discard)
+            return
+        reply = answer(data, self.server.lookup)
         if reply is not None and self.transport is not None:
+            self.transport.sendto(reply, addr)
+
+    async def _relay(self, query: Query, data: bytes, addr: tuple[str | Any, int]) -> None:
+        assert self.server.forwarder is not None
+        reply = await self.server.forwarder.forward(query, data, tcp=False)
+        if self.transport is not None and not self.transport.is_closing():
             self.transport.sendto(reply, addr)
 
 
 class DnsServer:
     """UDP and TCP on ``host:port``; ``start()`` binds both (port 0 picks one for UDP and reuses
-    it for TCP)."""
+    it for TCP). With a ``forwarder``, names it wants go upstream instead of to ``lookup``."""
 
-    def __init__(self, host: str, port: int, lookup: Lookup) -> None:
+    def __init__(
+        self, host: str, port: int, lookup: Lookup, forwarder: Forwarder | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.lookup = lookup
+        self.forwarder = forwarder
         self._udp: asyncio.DatagramTransport | None = None
+        self._udp_protocol: _Udp | None = None
         self._tcp: asyncio.Server | None = None
+
+    def to_forward(self, data: bytes) -> Query | None:
+        """The parsed query when it goes upstream, else None (answered here)."""
+        if self.forwarder is None:
+            return None
+        try:
+            query = parse_query(data)
+        except DnsFormatError:
+            return None
+        return query if self.forwarder.wants(query.question.name) else None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        transport, _ = await loop.create_datagram_endpoint(
-            lambda: _Udp(self.lookup), local_addr=(self.host, self.port)
-        )
-        self._udp = transport
-        self.port = transport.get_extra_info("sockname")[1]
-        self._tcp = await asyncio.start_server(self._handle_tcp, self.host, self.port)
+        wanted = self.port
+        for attempt in range(20):
+            transport, protocol = await loop.create_datagram_endpoint(
+                lambda: _Udp(self), local_addr=(self.host, wanted)
+            )
+            port = transport.get_extra_info("sockname")[1]
+            try:
+                self._tcp = await asyncio.start_server(self._handle_tcp, self.host, port)
+            except OSError as exc:
+                transport.close()
+                # With port 0 the TCP side of the chosen UDP port may be taken: pick again.
+                if wanted != 0 or exc.errno != errno.EADDRINUSE or attempt == 19:
+                    raise
+                continue
+            self._udp_protocol = protocol
+            self._udp = transport
+            self.port = port
+            return
 
     async def stop(self) -> None:
+        if self._udp_protocol is not None:
+            for task in list(self._udp_protocol.relays):
+                task.cancel()
         if self._udp is not None:
             self._udp.close()
             await asyncio.sleep(0)  # the transport closes its socket on the next loop turn
@@ -268,7 +406,12 @@ class DnsServer:
                 async with asyncio.timeout(10):
                     size = struct.unpack("!H", await reader.readexactly(2))[0]
                     data = await reader.readexactly(size)
-                reply = answer(data, self.lookup)
+                query = self.to_forward(data)
+                if query is not None:
+                    assert self.forwarder is not None
+                    reply: bytes | None = await self.forwarder.forward(query, data, tcp=True)
+                else:
+                    reply = answer(data, self.lookup)
                 if reply is None:
                     break
                 writer.write(struct.pack("!H", len(reply)) + reply)

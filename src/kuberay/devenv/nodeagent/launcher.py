@@ -101,26 +101,40 @@ CREATED: list[str] = []
 
 
 def _makedirs(path: str) -> None:
+    """Creates ``path`` and its missing parents, recording only what this process created.
+
+    Containers of every pod start concurrently and share the host file system, so two of them
+    often create the same mount point (``/var/run/secrets/...`` for the service-account token)
+    at the same moment: between the existence check and ``mkdir`` the other one may have made
+    it. That directory is then simply there (EEXIST is success); it is recorded by its creator.
+    """
     missing = []
     while path and path != "/" and not os.path.exists(path):
         missing.append(path)
         path = os.path.dirname(path)
     for p in reversed(missing):
-        os.mkdir(p)
+        try:
+            os.mkdir(p)
+        except FileExistsError:
+            if not os.path.isdir(p):
+                raise
+            continue
         CREATED.append(p)
 
 
 def make_target(target: str, is_dir: bool) -> None:
     """Creates a missing mount point. Outside the container's ``/tmp`` that is on the host file
     system (an empty dir or file); it is reported (``created PATH``) so that the plane removes it
-    when it stops."""
+    when it stops. Safe against other launchers creating the same path at the same time."""
     target = os.path.normpath(target)
     if is_dir:
         _makedirs(target)
     elif not os.path.exists(target):
         _makedirs(os.path.dirname(target))
-        with open(target, "a"):
-            pass
+        try:
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            return
         CREATED.append(target)
 
 

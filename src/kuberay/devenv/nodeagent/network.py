@@ -2,9 +2,16 @@
 
 Each plane gets a bridge ``krb<id>`` with the first address of a private /24 taken from
 ``10.244.0.0/16`` (used only inside these namespaces), and each pod a veth ``krv<id><n>`` whose
-peer is ``eth0`` in the pod's network namespace. There is no NAT and no forwarding: pods reach
-each other over the bridge and the host (apiserver, DNS, agent) at the bridge address, nothing
-else. The host reaches every pod address through the bridge's connected route.
+peer is ``eth0`` in the pod's network namespace. Pods reach each other over the bridge and the
+host (apiserver, DNS, agent) at the bridge address. The host reaches every pod address through
+the bridge's connected route.
+
+Egress (the default, as pods on a real cluster reach package indexes): the host routes pod
+traffic out and masquerades it behind its own address (nftables table ``ip kuberay_<id>``,
+``net.ipv4.ip_forward=1``). Without egress (hermetic planes for tests) the same table rejects
+everything forwarded from the bridge, so the pods reach nothing beyond the host even when
+another plane or program has turned forwarding on. Either way the table also keeps other
+planes' pods and forwarded traffic from outside away from this plane's pods.
 
 Invariants and failure modes:
 - Allocation happens under an exclusive lock (``/run/kuberay-devenv/lock``) and is recorded in
@@ -15,6 +22,18 @@ Invariants and failure modes:
   PID namespaces), deletes its veths and bridge and removes its state directory.
 - Network namespaces are never named: they belong to the pod's sandbox process and vanish with
   it, taking the pod's veth along. So a crash cannot leave a netns behind.
+- Mount points that pods created on the host (``created PATH`` from the launcher) are recorded
+  per plane and removed by the last plane to go: a plane that stops while another lives hands
+  its list over (``release_mountpoints``), since the other's containers may use the same paths.
+- The nftables table goes with the plane (``release``) or with a dead plane's leftovers
+  (``cleanup_stale``, which also drops tables of planes without a record). ``ip_forward`` is
+  global: the first egress plane that finds it off records that in ``/run/kuberay-devenv`` and
+  the last egress plane to go turns it off again; a plane never turns off forwarding that it did
+  not turn on.
+- Egress needs ``nft``; a hermetic plane on a host without it has no table and relies on
+  forwarding being off. Another firewall whose forward chain drops by default (Docker sets
+  iptables' FORWARD policy to DROP) still drops pod traffic: nftables cannot override a drop
+  of another table, so such a host needs its own accept rule for the pod subnets.
 """
 
 from __future__ import annotations
@@ -38,6 +57,8 @@ DATA_ROOT = Path("/var/lib/kuberay-devenv")
 BRIDGE_PREFIX = "krb"
 VETH_PREFIX = "krv"
 POOL = ipaddress.ip_network("10.244.0.0/16")
+TABLE_PREFIX = "kuberay_"
+IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 
 
 class NetworkError(RuntimeError):
@@ -149,28 +170,135 @@ def kill_strays(marker: str) -> int:
     return killed
 
 
+def nft(*args: str, stdin: str | None = None) -> str:
+    """Runs ``nft``; raises NetworkError (with its message) when it fails or is missing."""
+    if shutil.which("nft") is None:
+        raise NetworkError("nft (nftables) is not installed")
+    proc = subprocess.run(["nft", *args], input=stdin, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise NetworkError(f"nft {' '.join(args)} failed: {proc.stderr.strip()} ({stdin!r})")
+    return proc.stdout
+
+
+def _tables() -> list[str]:
+    """Ids of the planes that have an nftables table on this host."""
+    if shutil.which("nft") is None:
+        return []
+    try:
+        out = nft("list", "tables", "ip")
+    except NetworkError:
+        return []
+    prefix = f"table ip {TABLE_PREFIX}"
+    return [line[len(prefix) :].strip() for line in out.splitlines() if line.startswith(prefix)]
+
+
+def firewall_rules(net: PodNetwork, egress: bool) -> str:
+    """The plane's nftables table (an ``nft -f`` script).
+
+    Forwarded traffic only (the host's own traffic to and from pods is not forwarded): within
+    the bridge always passes (with ``br_netfilter`` bridged packets show up here too); towards
+    the pods only replies pass; from the pods, with egress, anything but other planes' bridges,
+    masqueraded behind the outgoing interface's address, else nothing (rejected, so that a
+    client fails at once instead of timing out).
+    """
+    bridge = net.bridge
+    out = (
+        f'        iifname "{bridge}" oifname "{BRIDGE_PREFIX}*" drop\n'
+        if egress
+        else f'        iifname "{bridge}" reject with icmp type admin-prohibited\n'
+    )
+    rules = (
+        f"table ip {TABLE_PREFIX}{net.id} {{\n"
+        "    chain pods_forward {\n"
+        "        type filter hook forward priority filter; policy accept;\n"
+        f'        iifname "{bridge}" oifname "{bridge}" accept\n'
+        f'        oifname "{bridge}" ct state established,related accept\n'
+        f'        oifname "{bridge}" drop\n'
+        f"{out}"
+        "    }\n"
+    )
+    if egress:
+        rules += (
+            "    chain pods_nat {\n"
+            "        type nat hook postrouting priority srcnat; policy accept;\n"
+            f"        ip saddr {net.subnet} ip daddr != {net.subnet} masquerade\n"
+            "    }\n"
+        )
+    return rules + "}\n"
+
+
+def _setup_firewall(net: PodNetwork, egress: bool) -> None:
+    if shutil.which("nft") is None:
+        if not egress:
+            return
+        raise NetworkError(
+            "pod egress needs nft (apt-get install nftables); or start the plane without "
+            "egress: `kuberay dev up --no-egress`, PlaneConfig(egress=False)"
+        )
+    nft("-f", "-", stdin=firewall_rules(net, egress))
+    if egress:
+        _enable_forwarding()
+
+
+def _enable_forwarding() -> None:
+    """Turns on IPv4 forwarding, remembering that it was off (called under the lock)."""
+    if IP_FORWARD.read_text().strip() != "1":
+        (RUN_ROOT / "ip_forward.off").write_text("0\n")
+        IP_FORWARD.write_text("1\n")
+
+
+def _restore_forwarding() -> None:
+    """Turns forwarding off again if a plane turned it on and no live egress plane is left."""
+    marker = RUN_ROOT / "ip_forward.off"
+    if not marker.exists():
+        return
+    if any(_alive(r) and r.get("egress") == "1" for _, r in _records()):
+        return
+    with contextlib.suppress(OSError):
+        IP_FORWARD.write_text("0\n")
+    marker.unlink(missing_ok=True)
+
+
 def _destroy(net_id: str) -> None:
     data_dir = DATA_ROOT / net_id
     kill_strays(str(data_dir) + "/")
+    if net_id in _tables():
+        with contextlib.suppress(NetworkError):
+            nft("delete", "table", "ip", f"{TABLE_PREFIX}{net_id}")
     for name in _links():
         if name.startswith(f"{VETH_PREFIX}{net_id}") or name == f"{BRIDGE_PREFIX}{net_id}":
             with contextlib.suppress(NetworkError):
                 ip("link", "del", name)
     _unmount_under(data_dir)
-    _remove_mountpoints(data_dir / "mountpoints")
+    release_mountpoints(net_id)
     shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def _remove_mountpoints(record: Path) -> None:
-    """Removes the mount points pods created on the host, deepest first, if still empty.
+def release_mountpoints(net_id: str) -> None:
+    """Removes the mount points that the pods of plane ``net_id`` created on the host, deepest
+    first, if still empty; while another plane lives, hands them over to it instead.
 
-    Runs only when every process of the plane is gone, so no bind mount can still use them; a
-    path that something else filled in the meantime is left alone.
+    The plane's own processes are gone by now, but another plane's containers may have bind
+    mounts on the same paths in their mount namespaces (every pod's service-account token is at
+    ``/var/run/secrets/kubernetes.io/serviceaccount``). Removing such a directory on the host
+    succeeds all the same (Linux detaches the mounts of other namespaces on rmdir) and would
+    take the token away from that plane's running containers. So the list is appended to a live
+    plane's, and the last plane to go removes the paths. A path that something else filled in
+    the meantime is left alone. Called under the lock.
     """
+    record = DATA_ROOT / net_id / "mountpoints"
     try:
-        paths = set(record.read_text().split("\n")) - {""}
+        text = record.read_text()
     except OSError:
         return
+    heirs = [r["id"] for _, r in _records() if r.get("id", net_id) != net_id and _alive(r)]
+    if heirs:
+        heir = DATA_ROOT / heirs[0]
+        heir.mkdir(parents=True, exist_ok=True)
+        with open(heir / "mountpoints", "a") as fh:
+            fh.write(text if text.endswith("\n") else text + "\n")
+        return
+    paths = set(text.split("\n")) - {""}
     for path in sorted(paths, key=lambda p: p.count("/"), reverse=True):
         with contextlib.suppress(OSError):
             target = Path(path)
@@ -203,10 +331,15 @@ def cleanup_stale() -> list[str]:
         if name.startswith(BRIDGE_PREFIX) and name[len(BRIDGE_PREFIX) :] not in known:
             _destroy(name[len(BRIDGE_PREFIX) :])
             gone.append(name[len(BRIDGE_PREFIX) :])
+    for net_id in _tables():
+        if net_id not in known and net_id not in gone:
+            _destroy(net_id)
+            gone.append(net_id)
+    _restore_forwarding()
     return gone
 
 
-def _used_networks() -> list[ipaddress.IPv4Network]:
+def used_networks() -> list[ipaddress.IPv4Network]:
     used = []
     for line in ip("-4", "-o", "addr", "show").splitlines():
         fields = line.split()
@@ -220,13 +353,14 @@ def _used_networks() -> list[ipaddress.IPv4Network]:
     return used
 
 
-def allocate(owner_pid: int | None = None) -> PodNetwork:
-    """Creates this plane's bridge on a free /24; cleans up dead planes' leftovers first."""
+def allocate(owner_pid: int | None = None, *, egress: bool = True) -> PodNetwork:
+    """Creates this plane's bridge on a free /24 and its firewall table (with or without egress,
+    see the module docstring); cleans up dead planes' leftovers first."""
     owner = owner_pid or os.getpid()
     with _locked():
         cleanup_stale()
         taken = {r.get("subnet") for _, r in _records()}
-        used = _used_networks()
+        used = used_networks()
         for candidate in POOL.subnets(new_prefix=24):
             if str(candidate) in taken or any(candidate.overlaps(u) for u in used):
                 continue
@@ -240,6 +374,7 @@ def allocate(owner_pid: int | None = None) -> PodNetwork:
             "owner_pid": str(owner),
             "owner_start": _start_time(owner),
             "created": str(time.time()),
+            "egress": "1" if egress else "0",
         }
         (RUN_ROOT / "nets" / f"{net.id}.json").write_text(json.dumps(record))
         try:
@@ -252,9 +387,11 @@ def allocate(owner_pid: int | None = None) -> PodNetwork:
                     f"link set {net.bridge} up\n"
                 ),
             )
-        except NetworkError:
+            _setup_firewall(net, egress)
+        except (NetworkError, OSError):
             _destroy(net.id)
             (RUN_ROOT / "nets" / f"{net.id}.json").unlink(missing_ok=True)
+            _restore_forwarding()
             raise
         net.data_dir.mkdir(parents=True, exist_ok=True)
         return net
@@ -265,6 +402,7 @@ def release(net: PodNetwork) -> None:
     with _locked():
         _destroy(net.id)
         (RUN_ROOT / "nets" / f"{net.id}.json").unlink(missing_ok=True)
+        _restore_forwarding()
 
 
 def leftovers(net: PodNetwork) -> list[str]:
@@ -272,6 +410,8 @@ def leftovers(net: PodNetwork) -> list[str]:
     found = [
         f"link {n}" for n in _links() if n.startswith(f"{VETH_PREFIX}{net.id}") or n == net.bridge
     ]
+    if net.id in _tables():
+        found.append(f"nftables table ip {TABLE_PREFIX}{net.id}")
     marker = str(net.data_dir) + "/"
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid():
