@@ -55,14 +55,19 @@ if ! installed "$stamp"; then
   echo "$want" > "$stamp"
 fi
 
-# The GCS fault-tolerance end-to-end test runs a real Redis (Debian's redis-server). Installed
-# when this machine can (root with apt); otherwise that one test skips and says why.
-if ! command -v redis-server >/dev/null 2>&1; then
+# Debian packages the e2e tests use: redis-server (the GCS fault-tolerance test runs a real
+# Redis) and nftables (process-runtime pods get egress through an nftables table). Installed when
+# this machine can (root with apt); otherwise the tests that need them say why.
+missing_debs=""
+command -v redis-server >/dev/null 2>&1 || missing_debs="$missing_debs redis-server"
+command -v nft >/dev/null 2>&1 || missing_debs="$missing_debs nftables"
+if [ -n "$missing_debs" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "[bootstrap] installing redis-server (for the GCS fault-tolerance e2e test)"
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) \
-      || echo "[bootstrap] warning: could not install redis-server; the GCS FT e2e test will skip" >&2
+    echo "[bootstrap] installing$missing_debs"
+    # shellcheck disable=SC2086
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing_debs >/dev/null) \
+      || echo "[bootstrap] warning: could not install$missing_debs" >&2
   else
-    echo "[bootstrap] note: redis-server not found; the GCS fault-tolerance e2e test will skip" >&2
+    echo "[bootstrap] note: not installed:$missing_debs (needs root with apt)" >&2
   fi
 fi
