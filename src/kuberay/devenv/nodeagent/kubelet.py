@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from kuberay.devenv.nodeagent import containerlog, pod_log_dirs, streams
+from kuberay.devenv.nodeagent import containerlog, pod_log_dirs, probes, streams
 from kuberay.devenv.nodeagent.spdy import Session, Stream, StreamReset
 
 if TYPE_CHECKING:
@@ -427,20 +427,8 @@ class KubeletServer:
     async def _run_exec(
         self, chans: streams.CommandStreams, worker: PodWorker, c: Container, command: list[str]
     ) -> streams.StatusDict:
-        nsenter = shutil.which("nsenter") or "nsenter"
-        argv = [
-            nsenter,
-            "-t",
-            str(c.init_pid),
-            "-m",
-            "-u",
-            "-i",
-            "-n",
-            "-p",
-            f"--wd={c.working_dir or '/'}",
-            "--",
-            *command,
-        ]
+        argv = probes.nsenter_argv(c.init_pid, c.working_dir or "/", command)
+        argv[0] = shutil.which("nsenter") or "nsenter"
         env = dict(c.env)
         opts = chans.opts
         if opts.tty:
