@@ -468,11 +468,12 @@ class KubeletServer:
         command: list[str],
     ) -> streams.StatusDict:
         master, slave = pty.openpty()
-
-        def take_terminal() -> None:
-            # Runs in the child after setsid(): the pty becomes its controlling terminal.
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
+        # The terminal must be the controlling terminal of a session that starts *inside* the
+        # container's PID namespace (else the shell's job control cannot see its own process
+        # group): nsenter runs without one, and `setsid -c` takes the pty once inside.
+        setsid = shutil.which("setsid") or "setsid"
+        split = argv.index("--") + 1
+        argv = [*argv[:split], setsid, "-c", *argv[split:]]
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -481,7 +482,6 @@ class KubeletServer:
                 stderr=slave,
                 env=env,
                 start_new_session=True,
-                preexec_fn=take_terminal,
             )
         except OSError as exc:
             os.close(master)
