@@ -45,6 +45,13 @@ from .raykube import IMAGE, OBJECT_STORE
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 READY_TIMEOUT = 300.0
+# kubectl speaking SPDY itself (as client-go's SPDY executor and port-forward dialer do): the
+# apiserver then passes the SPDY connection straight through to the agent.
+SPDY_CLIENT = {
+    **os.environ,
+    "KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false",
+    "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false",
+}
 BIG_FILE = 3 * 1024 * 1024 + 17  # well past SPDY's 64 KiB windows and our 32 KiB frames
 
 ECHO = """
@@ -110,10 +117,15 @@ class Env:
         return [self.kubectl, "--kubeconfig", str(self.plane.kubeconfig), "-n", self.ns, *args]
 
     async def run(
-        self, *args: str, stdin: bytes = b"", timeout: float = 60
+        self, *args: str, stdin: bytes = b"", timeout: float = 60, spdy: bool = False
     ) -> subprocess.CompletedProcess[bytes]:
         return await asyncio.to_thread(
-            subprocess.run, self.argv(*args), input=stdin, capture_output=True, timeout=timeout
+            subprocess.run,
+            self.argv(*args),
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+            env=SPDY_CLIENT if spdy else None,
         )
 
 
@@ -362,12 +374,21 @@ async def test_attach_with_stdin(env: Env) -> None:
 
 
 # ---------------------------------------------------------------------- port-forward
+@dataclass
+class Forward:
+    port: int
+    proc: asyncio.subprocess.Process
+
+
 @contextlib.asynccontextmanager
-async def port_forward(env: Env, target: str, port: int) -> AsyncIterator[int]:
+async def port_forward(
+    env: Env, target: str, port: int, spdy: bool = False
+) -> AsyncIterator[Forward]:
     proc = await asyncio.create_subprocess_exec(
         *env.argv("port-forward", "--address=127.0.0.1", target, f":{port}"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env=SPDY_CLIENT if spdy else None,
     )
     assert proc.stdout is not None
     try:
@@ -375,9 +396,10 @@ async def port_forward(env: Env, target: str, port: int) -> AsyncIterator[int]:
             line = await proc.stdout.readline()
         match = re.search(rb"127\.0\.0\.1:(\d+) -> ", line)
         assert match, line
-        yield int(match.group(1))
+        yield Forward(int(match.group(1)), proc)
     finally:
-        proc.terminate()
+        if proc.returncode is None:
+            proc.terminate()
         await proc.wait()
 
 
@@ -387,8 +409,10 @@ def _get(url: str, timeout: float = 30) -> bytes:
 
 
 async def test_port_forward_to_the_ray_dashboard_and_job_submit(env: Env) -> None:
-    async with port_forward(env, f"pod/{env.head}", 8265) as local:
-        version = json.loads(await asyncio.to_thread(_get, f"http://127.0.0.1:{local}/api/version"))
+    async with port_forward(env, f"pod/{env.head}", 8265) as fwd:
+        version = json.loads(
+            await asyncio.to_thread(_get, f"http://127.0.0.1:{fwd.port}/api/version")
+        )
         assert version["ray_version"]
         ray = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
         job = await asyncio.to_thread(
@@ -398,7 +422,7 @@ async def test_port_forward_to_the_ray_dashboard_and_job_submit(env: Env) -> Non
                 "job",
                 "submit",
                 "--address",
-                f"http://127.0.0.1:{local}",
+                f"http://127.0.0.1:{fwd.port}",
                 "--",
                 "python",
                 "-c",
@@ -412,22 +436,38 @@ async def test_port_forward_to_the_ray_dashboard_and_job_submit(env: Env) -> Non
 
 
 async def test_port_forward_carries_large_bodies_and_parallel_connections(env: Env) -> None:
-    async with port_forward(env, "pod/web", 8080) as local:
-        url = f"http://127.0.0.1:{local}/big.bin"
+    async with port_forward(env, "pod/web", 8080) as fwd:
+        url = f"http://127.0.0.1:{fwd.port}/big.bin"
         bodies = await asyncio.gather(*(asyncio.to_thread(_get, url) for _ in range(3)))
     expected = bytes(range(256)) * (BIG_FILE // 256) + b"x" * (BIG_FILE % 256)
     assert all(body == expected for body in bodies)
 
 
+async def test_spdy_clients_pass_straight_through(env: Env) -> None:
+    out = await env.run(
+        "exec", "-i", "ticker", "--", "sh", "-c", "cat; exit 4", stdin=b"x", spdy=True
+    )
+    assert out.returncode == 4, out
+    assert out.stdout == b"x"
+    async with port_forward(env, "pod/web", 8080, spdy=True) as fwd:
+        body = await asyncio.to_thread(_get, f"http://127.0.0.1:{fwd.port}/big.bin")
+    assert len(body) == BIG_FILE
+
+
 async def test_port_forward_to_a_closed_port_reports_an_error(env: Env) -> None:
-    async with port_forward(env, "pod/web", 9) as local:
+    async with port_forward(env, "pod/web", 9) as fwd:
 
         def attempt() -> bytes:
-            with socket.create_connection(("127.0.0.1", local), timeout=10) as sock:
+            with socket.create_connection(("127.0.0.1", fwd.port), timeout=10) as sock:
                 sock.settimeout(10)
                 return sock.recv(100)
 
         assert await asyncio.to_thread(attempt) == b""
+        assert fwd.proc.stderr is not None
+        async with asyncio.timeout(30):
+            err = await fwd.proc.stderr.read()  # kubectl reports the error and gives up
+    assert b"error forwarding port 9 to pod" in err, err
+    assert b"Connect call failed" in err or b"refused" in err, err
 
 
 # ---------------------------------------------------------------------- authentication

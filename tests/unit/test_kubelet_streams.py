@@ -93,13 +93,14 @@ async def test_log_pipe_files_output_with_one_timestamp_per_line(tmp_path: Path)
     os.close(fd)
     await asyncio.wait_for(task, 5)
     assert log.read_bytes() == b"one\ntwo\nthree\nunterminated"
-    lines, end = containerlog.read_lines(log)
+    chunk = containerlog.read_lines(log)
+    lines = chunk.lines
     assert [line.data for line in lines] == [b"one\n", b"two\n", b"three\n"]
     # A line's time is when its first byte arrived.
     assert lines[0].time_ns < lines[1].time_ns < lines[2].time_ns
-    tail = containerlog.read_tail(log, end)
-    assert tail is not None
-    assert tail.data == b"unterminated"
+    assert chunk.partial is not None
+    assert chunk.partial.data == b"unterminated"
+    assert chunk.end == len(b"one\ntwo\nthree\n")
 
 
 async def test_rotation_moves_the_index_with_the_log(tmp_path: Path) -> None:
@@ -111,15 +112,16 @@ async def test_rotation_moves_the_index_with_the_log(tmp_path: Path) -> None:
     containerlog.rotate(log, tmp_path / "main.0.log")
     assert not log.exists()
     assert containerlog.index_path(tmp_path / "main.0.log").exists()
-    lines, _ = containerlog.read_lines(tmp_path / "main.0.log")
+    lines = containerlog.read_lines(tmp_path / "main.0.log").lines
     assert [line.data for line in lines] == [b"first run\n"]
 
 
 def test_lines_without_index_get_the_file_time(tmp_path: Path) -> None:
     log = tmp_path / "old.log"
     log.write_bytes(b"a\nb\n")
-    lines, end = containerlog.read_lines(log)
-    assert end == 4
+    chunk = containerlog.read_lines(log)
+    lines = chunk.lines
+    assert chunk.end == 4
     assert lines[0].time_ns == lines[1].time_ns == log.stat().st_mtime_ns
 
 

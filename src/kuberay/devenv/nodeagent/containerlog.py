@@ -141,44 +141,42 @@ def _index(log: Path) -> tuple[list[int], list[int]]:
     return offsets, times
 
 
-def read_lines(log: Path, start: int = 0) -> tuple[list[LogLine], int]:
-    """Complete lines of ``log`` from byte ``start`` on, with their timestamps; also the offset
-    after the last complete line (where a follower continues)."""
+@dataclass
+class LogChunk:
+    """One consistent read of a log file: complete lines, where they end, and the unterminated
+    rest (a line being written, or the last one of an instance that did not end it)."""
+
+    lines: list[LogLine]
+    end: int
+    partial: LogLine | None
+
+
+def read_lines(log: Path, start: int = 0) -> LogChunk:
+    """The lines of ``log`` from byte ``start`` on, with their timestamps."""
     try:
         with open(log, "rb") as fh:
             fh.seek(start)
             data = fh.read()
             mtime = os.fstat(fh.fileno()).st_mtime_ns
     except FileNotFoundError:
-        return [], start
+        return LogChunk([], start, None)
     offsets, times = _index(log)
+
+    def stamp(off: int, floor: int) -> int:
+        i = bisect.bisect_right(offsets, off) - 1
+        return times[i] if i >= 0 and offsets[i] == off else max(floor, mtime)
+
     lines: list[LogLine] = []
     pos = 0
     last_ts = 0
     while (nl := data.find(b"\n", pos)) != -1:
-        off = start + pos
-        i = bisect.bisect_right(offsets, off) - 1
-        ts = times[i] if i >= 0 and offsets[i] == off else max(last_ts, mtime)
-        last_ts = ts
-        lines.append(LogLine(ts, data[pos : nl + 1]))
+        last_ts = stamp(start + pos, last_ts)
+        lines.append(LogLine(last_ts, data[pos : nl + 1]))
         pos = nl + 1
-    return lines, start + pos
-
-
-def read_tail(log: Path, start: int) -> LogLine | None:
-    """The unterminated last line (written but without newline yet), if any."""
-    try:
-        with open(log, "rb") as fh:
-            fh.seek(start)
-            rest = fh.read()
-    except FileNotFoundError:
-        return None
-    if not rest:
-        return None
-    offsets, times = _index(log)
-    i = bisect.bisect_right(offsets, start) - 1
-    ts = times[i] if i >= 0 and offsets[i] == start else time.time_ns()
-    return LogLine(ts, rest)
+    partial = None
+    if pos < len(data):
+        partial = LogLine(stamp(start + pos, last_ts), data[pos:])
+    return LogChunk(lines, start + pos, partial)
 
 
 @dataclass

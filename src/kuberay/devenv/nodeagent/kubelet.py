@@ -310,29 +310,29 @@ class KubeletServer:
         path, c = self._log_file(req, namespace, pod, name)
         query = _log_query(req)
         follow = req.arg("follow") in ("true", "1") and c is not None
-        lines: list[containerlog.LogLine] = []
-        end = 0
+        chunk = containerlog.LogChunk([], 0, None)
         if req.arg("stream") != "Stderr":  # stdout and stderr share one file: all is stdout
-            lines, end = await asyncio.to_thread(containerlog.read_lines, path)
+            chunk = await asyncio.to_thread(containerlog.read_lines, path)
         await send_head(writer, 200, "text/plain")
         out = _LogOutput(writer, query)
-        if not await out.emit_all(query.select(lines)):
+        if not await out.emit_all(query.select(chunk.lines)):
             return
         if follow:
             assert c is not None
             instance = c.container_id
-            while c.proc is not None and c.proc.returncode is None and c.container_id == instance:
+            while True:
+                running = (
+                    c.proc is not None and c.proc.returncode is None and c.container_id == instance
+                )
+                # After the instance ended, one more read: the log task files its last output.
                 await asyncio.sleep(FOLLOW_POLL)
-                lines, end = await asyncio.to_thread(containerlog.read_lines, path, end)
-                if not await out.emit_all(lines):
-                    return
-            await asyncio.sleep(FOLLOW_POLL)  # the log task files the last output
-            lines, end = await asyncio.to_thread(containerlog.read_lines, path, end)
-            if not await out.emit_all(lines):
-                return
-        tail = await asyncio.to_thread(containerlog.read_tail, path, end)
-        if tail is not None and (query.since_ns is None or tail.time_ns >= query.since_ns):
-            await out.emit_all([tail])
+                chunk = await asyncio.to_thread(containerlog.read_lines, path, chunk.end)
+                if not await out.emit_all(chunk.lines) or not running:
+                    break
+        if chunk.partial is not None and (
+            query.since_ns is None or chunk.partial.time_ns >= query.since_ns
+        ):
+            await out.emit_all([chunk.partial])
 
     # -------------------------------------------------------------- exec / attach
     async def _upgrade(

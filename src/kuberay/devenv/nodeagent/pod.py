@@ -150,6 +150,7 @@ class Container:
     kill_reason: str = ""
     container_id: str = ""
     image_id: str = ""
+    output: asyncio.Task[None] | None = None  # files the current instance's log
 
     @property
     def name(self) -> str:
@@ -660,7 +661,7 @@ class PodWorker:
             output.abort()
             raise
         output.close_write_end()
-        self._spawn(output.run(), f"log-{c.name}")
+        c.output = self._spawn(output.run(), f"log-{c.name}")
         c.proc = proc
         for line in lines:
             if line.startswith("created "):
@@ -769,6 +770,10 @@ class PodWorker:
             rc = await proc.wait()
         finally:
             prober.cancel()
+        if c.output is not None:
+            # The whole output is on disk before the status says the container ended.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(c.output), 2)
         return rc if rc >= 0 else 128 - rc
 
     async def _probe_loop(self, c: Container) -> None:
