@@ -435,6 +435,27 @@ async def test_port_forward_to_the_ray_dashboard_and_job_submit(env: Env) -> Non
         assert b"job-through-port-forward" in job.stdout, job
 
 
+SERVE_APP = """
+from ray import serve
+
+@serve.deployment(ray_actor_options={"num_cpus": 0})
+class Hello:
+    def __call__(self, request):
+        return "hello from serve " + request.query_params.get("who", "")
+
+serve.run(Hello.bind(), route_prefix="/hello")
+"""
+
+
+async def test_python_client_reaches_a_serve_app_through_port_forward(env: Env) -> None:
+    # Deployed with exec (the app outlives the driver); then plain urllib through the tunnel.
+    deploy = await env.run("exec", env.head, "--", "python", "-c", SERVE_APP, timeout=240)
+    assert deploy.returncode == 0, deploy
+    async with port_forward(env, f"pod/{env.head}", 8000) as fwd:
+        body = await asyncio.to_thread(_get, f"http://127.0.0.1:{fwd.port}/hello?who=urllib")
+    assert body == b"hello from serve urllib"
+
+
 async def test_port_forward_carries_large_bodies_and_parallel_connections(env: Env) -> None:
     async with port_forward(env, "pod/web", 8080) as fwd:
         url = f"http://127.0.0.1:{fwd.port}/big.bin"
