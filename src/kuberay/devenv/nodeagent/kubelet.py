@@ -355,7 +355,9 @@ class KubeletServer:
         req: Request,
         writer: asyncio.StreamWriter,
         supported: tuple[str, ...],
-    ) -> str:
+    ) -> str | None:
+        """Answers 101 and returns the negotiated protocol; None when no protocol is shared (the
+        403 is then already sent)."""
         upgrade = " ".join(req.header("upgrade")).lower()
         connection = " ".join(req.header("connection")).lower()
         if "spdy/3.1" not in upgrade or "upgrade" not in connection:
@@ -373,7 +375,7 @@ class KubeletServer:
                 f"server accepts {list(supported)}",
                 extra,
             )
-            raise HTTPFailure(0, "negotiation failed")
+            return None
         await send_head(
             writer,
             101,
@@ -408,12 +410,9 @@ class KubeletServer:
             raise HTTPFailure(400, "you must specify a command to exec")
         if verb == "attach" and opts.stdin and (c.proc is None or c.proc.stdin is None):
             opts.stdin = False  # kubelet: stdin is ignored for a container without stdin: true
-        try:
-            protocol = await self._upgrade(req, writer, streams.REMOTECOMMAND_PROTOCOLS)
-        except HTTPFailure as exc:
-            if exc.status == 0:
-                return
-            raise
+        protocol = await self._upgrade(req, writer, streams.REMOTECOMMAND_PROTOCOLS)
+        if protocol is None:
+            return
         chans = streams.CommandStreams(protocol, opts)
         session = Session(reader, writer, accept=chans.accept, on_stream=chans.on_stream)
         serving = asyncio.create_task(session.serve())
@@ -573,12 +572,8 @@ class KubeletServer:
         if sandbox is None or sandbox.returncode is not None:
             raise HTTPFailure(400, f'pod "{pod}" has no running sandbox')
         netns = f"/proc/{sandbox.pid}/ns/net"
-        try:
-            await self._upgrade(req, writer, (streams.PORTFORWARD_PROTOCOL,))
-        except HTTPFailure as exc:
-            if exc.status == 0:
-                return
-            raise
+        if await self._upgrade(req, writer, (streams.PORTFORWARD_PROTOCOL,)) is None:
+            return
 
         async def dial(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
             return await dial_in_netns(netns, port)
