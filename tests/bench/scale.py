@@ -506,7 +506,11 @@ class Bench:
 
 
 def start_operator(
-    kubeconfig: Path, log: Path, concurrency: int
+    kubeconfig: Path,
+    log: Path,
+    concurrency: int,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     out = open(log, "wb")  # noqa: SIM115
@@ -524,7 +528,9 @@ def start_operator(
             "--qps=1000",
             "--burst=2000",
             "--log-stdout-encoder=console",
+            *extra,
         ],
+        env={**os.environ, **(env or {})},
         stdout=out,
         stderr=subprocess.STDOUT,
     )

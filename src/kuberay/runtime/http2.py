@@ -154,6 +154,10 @@ class H2Connection(asyncio.Protocol):
                 h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 0,
             },
         )
+        # Settings given as initial values count as already in force, so h2 never raises its
+        # frame size limit on the server's ACK: raise it here (the server sends larger frames
+        # only after it has read these settings).
+        self.h2.max_inbound_frame_size = MAX_FRAME
         self.authority = authority
         self.read_idle = read_idle
         self.ping_timeout = ping_timeout
