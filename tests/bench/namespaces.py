@@ -23,6 +23,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,26 @@ from kuberay.devenv.plane import Plane, PlaneConfig
 from kuberay.devenv.testing import create_namespace
 from kuberay.runtime.client import NAMESPACES, KubeClient, load_kubeconfig
 from kuberay.runtime.errors import AlreadyExists
+
+
+@contextlib.contextmanager
+def bench_plane(workdir: Path, nodes: int) -> Iterator[Plane]:
+    """A quiet local plane with ``nodes`` KWOK nodes, stopped on exit."""
+    plane = Plane(
+        PlaneConfig(
+            directory=workdir / "plane",
+            nodes=nodes,
+            node_cpu="256",
+            node_memory="1Ti",
+            unlimited=True,
+            log=lambda _: None,
+        )
+    )
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
 
 
 def connections(pid: int, port: int) -> int:
@@ -164,23 +185,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--out", type=Path, default=Path("bench-results/namespaces.json"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        workdir = Path(tmp)
-        plane = Plane(
-            PlaneConfig(
-                directory=workdir / "plane",
-                nodes=args.nodes,
-                node_cpu="256",
-                node_memory="1Ti",
-                unlimited=True,
-                log=lambda _: None,
-            )
-        )
-        plane.start()
-        try:
-            results = asyncio.run(run_all(args, plane.kubeconfig, workdir))
-        finally:
-            plane.stop()
+    with tempfile.TemporaryDirectory() as tmp, bench_plane(Path(tmp), args.nodes) as plane:
+        results = asyncio.run(run_all(args, plane.kubeconfig, Path(tmp)))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(markdown(results))

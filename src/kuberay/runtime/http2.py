@@ -278,7 +278,10 @@ class H2Connection(asyncio.Protocol):
         if unread:
             with contextlib.suppress(h2.exceptions.ProtocolError):
                 self.h2.acknowledge_received_data(unread, stream.id)
-        if not (stream._ended and stream._error is None):
+        # Still open on either side (a watch given up, a body cut short by an early answer):
+        # reset it, or h2 would count it against the server's stream limit for ever.
+        state = self.h2.streams.get(stream.id)
+        if state is not None and not state.closed:
             with contextlib.suppress(h2.exceptions.ProtocolError, KeyError):
                 self.h2.reset_stream(stream.id, h2.errors.ErrorCodes.CANCEL)
         self._flush()

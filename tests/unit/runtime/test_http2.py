@@ -341,3 +341,19 @@ async def test_http2_can_be_switched_off(h2_server: Server) -> None:
     client = client_for(h2_server, http2=False)
     assert client.http_version == "HTTP/1.1"
     await client.close()
+
+
+async def test_abandoned_watches_free_their_stream_slots(h2_server: Server) -> None:
+    # Two slots per connection; twenty watches given up half-way one after another must all
+    # fit on the first connection (each is reset on release).
+    h2_server.max_streams = 2
+    client = client_for(h2_server)
+    try:
+        for i in range(20):
+            watch = cast(AsyncGenerator[Any, None], client.watch(PODS, f"n{i}"))
+            assert (await anext(watch)).object["metadata"]["name"] == "p0"
+            await watch.aclose()
+        await client.request("GET", "/echo")
+    finally:
+        await client.close()
+    assert h2_server.connections == 1
