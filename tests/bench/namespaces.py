@@ -23,41 +23,19 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 import contextlib
 
-from scale import Bench, cluster, proc_stats, start_operator
+from scale import Bench, bench_plane, cluster, proc_stats, start_operator
 
 from kuberay.api.constants import RAYCLUSTERS
 from kuberay.devenv.manifests import install_crds
-from kuberay.devenv.plane import Plane, PlaneConfig
 from kuberay.devenv.testing import create_namespace
 from kuberay.runtime.client import NAMESPACES, KubeClient, load_kubeconfig
 from kuberay.runtime.errors import AlreadyExists
-
-
-@contextlib.contextmanager
-def bench_plane(workdir: Path, nodes: int) -> Iterator[Plane]:
-    """A quiet local plane with ``nodes`` KWOK nodes, stopped on exit."""
-    plane = Plane(
-        PlaneConfig(
-            directory=workdir / "plane",
-            nodes=nodes,
-            node_cpu="256",
-            node_memory="1Ti",
-            unlimited=True,
-            log=lambda _: None,
-        )
-    )
-    plane.start()
-    try:
-        yield plane
-    finally:
-        plane.stop()
 
 
 def connections(pid: int, port: int) -> int:

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -680,6 +681,26 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def bench_plane(workdir: Path, nodes: int) -> Iterator[Plane]:
+    """A quiet local plane with ``nodes`` roomy KWOK nodes, stopped on exit."""
+    plane = Plane(
+        PlaneConfig(
+            directory=workdir / "plane",
+            nodes=nodes,
+            node_cpu="256",
+            node_memory="1Ti",
+            unlimited=True,
+            log=lambda _: None,
+        )
+    )
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -713,21 +734,8 @@ def main() -> int:
         if args.kubeconfig:
             result = asyncio.run(run_all(args, args.kubeconfig, None, workdir))
         else:
-            plane = Plane(
-                PlaneConfig(
-                    directory=workdir / "plane",
-                    nodes=args.nodes,
-                    node_cpu="256",
-                    node_memory="1Ti",
-                    unlimited=True,
-                    log=lambda _: None,
-                )
-            )
-            plane.start()
-            try:
+            with bench_plane(workdir, args.nodes) as plane:
                 result = asyncio.run(run_all(args, plane.kubeconfig, plane, workdir))
-            finally:
-                plane.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str))
     print(markdown(result))

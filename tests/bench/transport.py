@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from namespaces import bench_plane
+from scale import bench_plane
 
 from kuberay.devenv.testing import create_namespace
 from kuberay.runtime.client import CONFIGMAPS, KubeClient, load_kubeconfig
