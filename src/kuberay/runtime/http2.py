@@ -29,7 +29,8 @@ Invariants and failure modes:
 - GOAWAY: streams above the server's last stream id fail with ``TransportError`` (never
   processed, so a read may be retried); the others finish; no new stream goes there.
 - ``close()`` cancels and awaits every task it started and closes every socket: nothing leaks.
-- A connection with no stream for ``idle_close`` seconds is closed (Go's IdleConnTimeout 90 s).
+- A connection with no stream for ``idle_close`` seconds closes itself (Go's IdleConnTimeout,
+  90 s), so one dialled for a burst above the stream limit does not stay.
 """
 
 from __future__ import annotations
@@ -137,7 +138,9 @@ class H2Stream:
 class H2Connection(asyncio.Protocol):
     """One TLS connection speaking HTTP/2; owned by an ``H2Pool``."""
 
-    def __init__(self, authority: str, read_idle: float, ping_timeout: float) -> None:
+    def __init__(
+        self, authority: str, read_idle: float, ping_timeout: float, idle_close: float = 0.0
+    ) -> None:
         config = h2.config.H2Configuration(
             client_side=True,
             header_encoding=None,
@@ -161,6 +164,7 @@ class H2Connection(asyncio.Protocol):
         self.authority = authority
         self.read_idle = read_idle
         self.ping_timeout = ping_timeout
+        self.idle_close = idle_close
         self.transport: asyncio.Transport | None = None
         self.streams: dict[int, H2Stream] = {}
         self.settled = asyncio.Event()  # the server's first SETTINGS arrived
@@ -367,9 +371,16 @@ class H2Connection(asyncio.Protocol):
     async def _check_health(self) -> None:
         """client-go's ReadIdleTimeout/PingTimeout, plus closing a connection long unused."""
         while not self.closed:
+            idle = self.idle_for()
+            if self.idle_close and idle >= self.idle_close:
+                self.close()  # the pool drops it; a later request dials again
+                return
             quiet = time.monotonic() - self.last_received
             if quiet < self.read_idle:
-                await asyncio.sleep(self.read_idle - quiet)
+                wait = self.read_idle - quiet
+                if self.idle_close and not self.streams:
+                    wait = min(wait, self.idle_close - idle)
+                await asyncio.sleep(wait)
                 continue
             self._pong = asyncio.Event()
             self.h2.ping(b"kuberay!")
@@ -441,7 +452,7 @@ class H2Pool:
 
     async def _dial(self, timeout: float) -> H2Connection:
         loop = asyncio.get_running_loop()
-        conn = H2Connection(self.authority, self.read_idle, self.ping_timeout)
+        conn = H2Connection(self.authority, self.read_idle, self.ping_timeout, self.idle_close)
         try:
             async with asyncio.timeout(timeout):
                 transport, _ = await loop.create_connection(
@@ -466,15 +477,7 @@ class H2Pool:
         return conn
 
     def _prune(self) -> None:
-        keep = []
-        for conn in self.connections:
-            if conn.closed:
-                continue
-            if self.idle_close and conn.idle_for() > self.idle_close:
-                self._background_close(conn)
-                continue
-            keep.append(conn)
-        self.connections = keep
+        self.connections = [c for c in self.connections if not c.closed]
 
     def _background_close(self, conn: H2Connection) -> None:
         task = asyncio.get_running_loop().create_task(conn.aclose())

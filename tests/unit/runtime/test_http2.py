@@ -357,3 +357,17 @@ async def test_abandoned_watches_free_their_stream_slots(h2_server: Server) -> N
     finally:
         await client.close()
     assert h2_server.connections == 1
+
+
+async def test_an_unused_connection_closes_itself_and_is_dialled_again(h2_server: Server) -> None:
+    client = client_for(h2_server)
+    assert client._h2 is not None
+    client._h2.idle_close = 0.3
+    try:
+        await client.request("GET", "/echo")
+        async with asyncio.timeout(5):
+            await h2_server.all_closed.wait()
+        assert (await client.request("GET", "/echo"))["body"] == ""
+    finally:
+        await client.close()
+    assert h2_server.connections == 2
