@@ -546,7 +546,7 @@ class KubeClient:
     ) -> list[tuple[bytes, bytes]]:
         target = self._h2_prefix + path.encode()
         if query:
-            target += b"?" + urlencode(query).encode()
+            target += (b"&" if b"?" in target else b"?") + urlencode(query).encode()
         assert self._h2 is not None
         out = [
             (b":method", method.encode()),

@@ -165,6 +165,7 @@ class H2Connection(asyncio.Protocol):
         self.read_idle = read_idle
         self.ping_timeout = ping_timeout
         self.idle_close = idle_close
+        self.max_streams = DEFAULT_MAX_STREAMS  # the server's limit, once its SETTINGS came
         self.transport: asyncio.Transport | None = None
         self.streams: dict[int, H2Stream] = {}
         self.settled = asyncio.Event()  # the server's first SETTINGS arrived
@@ -236,6 +237,8 @@ class H2Connection(asyncio.Protocol):
             self._window.set()
             self._window = asyncio.Event()
             if isinstance(event, h2.events.RemoteSettingsChanged):
+                limit = self.h2.remote_settings.max_concurrent_streams
+                self.max_streams = DEFAULT_MAX_STREAMS if limit is None else int(limit)
                 self.settled.set()
         elif isinstance(event, h2.events.PingAckReceived):
             if self._pong is not None:
@@ -308,11 +311,6 @@ class H2Connection(asyncio.Protocol):
             self.transport.close()
 
     # ------------------------------------------------------------- API
-    @property
-    def max_streams(self) -> int:
-        limit = self.h2.remote_settings.max_concurrent_streams
-        return DEFAULT_MAX_STREAMS if limit is None else int(limit)
-
     def has_room(self) -> bool:
         return not (self.closed or self.draining) and len(self.streams) < self.max_streams
 
@@ -422,8 +420,11 @@ class H2Connection(asyncio.Protocol):
 
 
 class H2Pool:
-    """Connections to one apiserver; each request goes on the first connection with a free
-    stream slot, a new one is dialled only when all are full (one dial at a time)."""
+    """Connections to one apiserver. A request goes on a connection with a free stream slot;
+    when every one is full the caller queues and one dialler opens connections until the queue
+    is served, waking as many callers as each new connection has slots (waking them all would
+    cost O(callers x connections) per dial: thousands of watches starting at once spun the CPU).
+    """
 
     def __init__(
         self,
@@ -446,8 +447,9 @@ class H2Pool:
         self.ping_timeout = ping_timeout
         self.idle_close = idle_close
         self.connections: list[H2Connection] = []
-        self._dialling: asyncio.Task[H2Connection] | None = None
-        self._closing: set[asyncio.Task[None]] = set()
+        self._last: H2Connection | None = None  # where the last stream went
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._dialling: asyncio.Task[None] | None = None
         self._closed = False
 
     async def _dial(self, timeout: float) -> H2Connection:
@@ -476,13 +478,47 @@ class H2Pool:
             raise
         return conn
 
-    def _prune(self) -> None:
+    def _pick(self) -> H2Connection | None:
+        last = self._last
+        if last is not None and last.has_room():
+            return last
         self.connections = [c for c in self.connections if not c.closed]
+        for conn in self.connections:
+            if conn.has_room():
+                self._last = conn
+                return conn
+        return None
 
-    def _background_close(self, conn: H2Connection) -> None:
-        task = asyncio.get_running_loop().create_task(conn.aclose())
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+    def _live_waiters(self) -> bool:
+        while self._waiters and self._waiters[0].done():
+            self._waiters.popleft()
+        return bool(self._waiters)
+
+    def _wake(self, count: int) -> None:
+        while count > 0 and self._live_waiters():
+            self._waiters.popleft().set_result(None)
+            count -= 1
+
+    async def _dial_for_waiters(self, timeout: float) -> None:
+        """Dials until no caller waits; a failed dial fails every caller waiting then."""
+        try:
+            while self._live_waiters() and not self._closed:
+                conn = await self._dial(timeout)
+                if self._closed:
+                    await conn.aclose()
+                    return
+                self.connections.append(conn)
+                self._last = conn
+                self._wake(conn.max_streams - len(conn.streams))
+        except BaseException as exc:
+            waiters, self._waiters = self._waiters, deque()
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_exception(_copy(exc))
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._dialling = None
 
     async def open(
         self,
@@ -491,34 +527,26 @@ class H2Pool:
         timeout: float,
         pool_wait: float,
     ) -> H2Stream:
-        """A stream on a connection with room; dials when every connection is full.
-        ``timeout`` bounds dialling, ``pool_wait`` the wait for another caller's dial."""
-        if self._closed:
-            raise TransportError("client closed")
+        """A stream on a connection with room. ``timeout`` bounds dialling and sending, and
+        ``pool_wait + timeout`` the wait for a slot."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + pool_wait + timeout
         while True:
-            self._prune()
-            for conn in self.connections:
-                if conn.has_room():
-                    try:
-                        return await conn.open(headers, body, timeout)
-                    except h2.exceptions.TooManyStreamsError:
-                        conn.draining = True  # our count and h2's disagree: stop using it
-                        continue
+            if self._closed:
+                raise TransportError("client closed")
+            conn = self._pick()
+            if conn is not None:
+                try:
+                    return await conn.open(headers, body, timeout)
+                except h2.exceptions.TooManyStreamsError:
+                    conn.draining = True  # our count and h2's disagree: stop using it
+                    continue
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
             if self._dialling is None:
-                self._dialling = asyncio.get_running_loop().create_task(self._dial(timeout))
-                self._dialling.add_done_callback(self._dialled)
-            async with asyncio.timeout(pool_wait + timeout):
-                await asyncio.shield(self._dialling)
-
-    def _dialled(self, task: asyncio.Task[H2Connection]) -> None:
-        self._dialling = None
-        if task.cancelled() or task.exception() is not None:
-            return
-        conn = task.result()
-        if self._closed:
-            self._background_close(conn)
-        else:
-            self.connections.append(conn)
+                self._dialling = loop.create_task(self._dial_for_waiters(timeout))
+            async with asyncio.timeout_at(deadline):
+                await waiter
 
     async def close(self) -> None:
         self._closed = True
@@ -526,5 +554,22 @@ class H2Pool:
             self._dialling.cancel()
             with contextlib.suppress(BaseException):
                 await self._dialling
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(TransportError("client closed"))
+        self._waiters.clear()
         conns, self.connections = self.connections, []
-        await asyncio.gather(*(c.aclose() for c in conns), *self._closing)
+        self._last = None
+        await asyncio.gather(*(c.aclose() for c in conns))
+
+
+def _copy(exc: BaseException) -> BaseException:
+    """A fresh exception of the same kind for each waiter (one instance raised in many tasks
+    would collect all their tracebacks)."""
+    if isinstance(exc, TimeoutError):
+        return TimeoutError("connecting to the apiserver timed out")
+    if isinstance(exc, TransportError):
+        return type(exc)(str(exc))
+    if isinstance(exc, Exception):
+        return TransportError(f"{type(exc).__name__}: {exc}")
+    return TransportError("client closed")

@@ -371,3 +371,26 @@ async def test_an_unused_connection_closes_itself_and_is_dialled_again(h2_server
     finally:
         await client.close()
     assert h2_server.connections == 2
+
+
+async def test_many_callers_at_once_fill_connections_in_order(h2_server: Server) -> None:
+    # 600 streams opened together with 50 slots per connection: exactly 12 connections, each
+    # dial waking only as many callers as it has room for.
+    h2_server.max_streams = 50
+    client = client_for(h2_server)
+    assert client._h2 is not None
+    pool = client._h2
+    try:
+        async with asyncio.timeout(30):
+            streams = await asyncio.gather(
+                *(
+                    pool.open([(b":method", b"GET"), (b":path", b"/x")], None, 5, 5)
+                    for _ in range(600)
+                )
+            )
+        assert h2_server.connections == 12
+        assert sorted(len(c.streams) for c in pool.connections) == [50] * 12
+        for stream in streams:
+            stream.release()
+    finally:
+        await client.close()
