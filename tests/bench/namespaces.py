@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/bench/namespaces.py                       # 1, 100, 500 namespaces
     .venv/bin/python tests/bench/namespaces.py --counts 1,20 --protocols http2
+    .venv/bin/python tests/bench/namespaces.py --protocols http1,http2,go   # + the Go operator
 
 For each protocol and each count N the operator is started with ``--watch-namespace`` naming N
 namespaces (one of them holds the workload), then a small workload (``--clusters`` RayClusters
@@ -18,21 +19,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-import contextlib
-
 from scale import Bench, bench_plane, cluster, proc_stats, start_operator
 
 from kuberay.api.constants import RAYCLUSTERS
+from kuberay.devenv.binaries import go_operator_binary
 from kuberay.devenv.manifests import install_crds
+from kuberay.devenv.plane import free_port
 from kuberay.devenv.testing import create_namespace
 from kuberay.runtime.client import NAMESPACES, KubeClient, load_kubeconfig
 from kuberay.runtime.errors import AlreadyExists
@@ -56,6 +60,35 @@ def connections(pid: int, port: int) -> int:
             if cols[3] == "01" and remote_port == port and cols[9] in inodes:
                 count += 1
     return count
+
+
+def start_go_operator(kubeconfig: Path, log: Path, watched: list[str]) -> subprocess.Popen[bytes]:
+    """The upstream Go operator (v1.6.1, built on first use), serving metrics when returned."""
+    port = free_port()
+    out = open(log, "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [
+            str(go_operator_binary(log=lambda _: None)),
+            f"--watch-namespace={','.join(watched)}",
+            "--enable-leader-election=false",
+            f"--metrics-addr=127.0.0.1:{port}",
+            "--health-probe-bind-address=127.0.0.1:0",
+            "--reconcile-concurrency=4",
+        ],
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    out.close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+            return proc
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"Go operator did not serve metrics; see {log}")
 
 
 async def make_namespaces(kube: KubeClient, names: list[str]) -> None:
@@ -82,13 +115,17 @@ async def one_run(
     watched = [work, *(f"filler-{i:04d}" for i in range(n - 1))]
     port = int(kube.config.server.rsplit(":", 1)[1])
     started = time.monotonic()
-    proc, _ = start_operator(
-        kubeconfig,
-        workdir / f"operator-{protocol}-{n}.log",
-        4,
-        extra=(f"--watch-namespace={','.join(watched)}",),
-        env={"KUBERAY_APISERVER_HTTP2": "true" if protocol == "http2" else "false"},
-    )
+    log = workdir / f"operator-{protocol}-{n}.log"
+    if protocol == "go":
+        proc = start_go_operator(kubeconfig, log, watched)
+    else:
+        proc, _ = start_operator(
+            kubeconfig,
+            log,
+            4,
+            extra=(f"--watch-namespace={','.join(watched)}",),
+            env={"KUBERAY_APISERVER_HTTP2": "true" if protocol == "http2" else "false"},
+        )
     try:
         names = {f"rc-{i}" for i in range(args.clusters)}
         created = time.monotonic()
@@ -156,7 +193,11 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--counts", default="1,100,500")
-    parser.add_argument("--protocols", default="http1,http2")
+    parser.add_argument(
+        "--protocols",
+        default="http1,http2",
+        help="http1 and http2 (this operator), go (the upstream Go operator, for comparison)",
+    )
     parser.add_argument("--clusters", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--nodes", type=int, default=2)
