@@ -34,7 +34,7 @@ Invariants and failure modes:
 - Flow control: data is acknowledged to the server when the consumer takes it, so a slow
   consumer back-pressures its own stream and never buffers without bound.
 - GOAWAY: streams above the server's last stream id fail with ``Refused`` (never
-  processed, so a read may be retried); the others finish; no new stream goes there.
+  processed, so the client sends it again); the others finish; no new stream goes there.
 - ``close()`` cancels and awaits every task it started and closes every socket: nothing leaks.
 - A connection with no stream for ``idle_close`` seconds closes itself (Go's IdleConnTimeout,
   90 s), so one dialled for a burst above the stream limit does not stay.
