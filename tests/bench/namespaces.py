@@ -22,11 +22,9 @@ import asyncio
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +34,6 @@ from scale import Bench, bench_plane, cluster, proc_stats, start_operator
 from kuberay.api.constants import RAYCLUSTERS
 from kuberay.devenv.binaries import go_operator_binary
 from kuberay.devenv.manifests import install_crds
-from kuberay.devenv.plane import free_port
 from kuberay.devenv.testing import create_namespace
 from kuberay.runtime.client import NAMESPACES, KubeClient, load_kubeconfig
 from kuberay.runtime.errors import AlreadyExists
@@ -60,35 +57,6 @@ def connections(pid: int, port: int) -> int:
             if cols[3] == "01" and remote_port == port and cols[9] in inodes:
                 count += 1
     return count
-
-
-def start_go_operator(kubeconfig: Path, log: Path, watched: list[str]) -> subprocess.Popen[bytes]:
-    """The upstream Go operator (v1.6.1, built on first use), serving metrics when returned."""
-    port = free_port()
-    out = open(log, "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            str(go_operator_binary(log=lambda _: None)),
-            f"--watch-namespace={','.join(watched)}",
-            "--enable-leader-election=false",
-            f"--metrics-addr=127.0.0.1:{port}",
-            "--health-probe-bind-address=127.0.0.1:0",
-            "--reconcile-concurrency=4",
-        ],
-        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
-    out.close()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
-            return proc
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(f"Go operator did not serve metrics; see {log}")
 
 
 async def make_namespaces(kube: KubeClient, names: list[str]) -> None:
@@ -116,16 +84,15 @@ async def one_run(
     port = int(kube.config.server.rsplit(":", 1)[1])
     started = time.monotonic()
     log = workdir / f"operator-{protocol}-{n}.log"
-    if protocol == "go":
-        proc = start_go_operator(kubeconfig, log, watched)
-    else:
-        proc, _ = start_operator(
-            kubeconfig,
-            log,
-            4,
-            extra=(f"--watch-namespace={','.join(watched)}",),
-            env={"KUBERAY_APISERVER_HTTP2": "true" if protocol == "http2" else "false"},
-        )
+    proc, _ = start_operator(
+        kubeconfig,
+        log,
+        4,
+        extra=(f"--watch-namespace={','.join(watched)}",),
+        env={"KUBERAY_APISERVER_HTTP2": "true" if protocol == "http2" else "false"},
+        # The upstream Go operator (v1.6.1), built on first use.
+        binary=[str(go_operator_binary(log=lambda _: None))] if protocol == "go" else None,
+    )
     try:
         names = {f"rc-{i}" for i in range(args.clusters)}
         created = time.monotonic()

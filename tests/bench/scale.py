@@ -512,26 +512,32 @@ def start_operator(
     concurrency: int,
     extra: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
+    binary: list[str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], int]:
+    """An operator serving metrics on the returned port: this one, or ``binary`` (given the
+    flags both understand and the kubeconfig in KUBECONFIG)."""
     port = free_port()
+    common = [
+        "--enable-leader-election=false",
+        f"--metrics-addr=127.0.0.1:{port}",
+        "--health-probe-bind-address=127.0.0.1:0",
+        f"--reconcile-concurrency={concurrency}",
+    ]
+    ours = [
+        f"--kubeconfig={kubeconfig}",
+        "--qps=1000",
+        "--burst=2000",
+        "--log-stdout-encoder=console",
+    ]
+    argv = (
+        [*binary, *common]
+        if binary
+        else [sys.executable, "-m", "kuberay.cli.main", "operator", *common, *ours]
+    )
     out = open(log, "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kuberay.cli.main",
-            "operator",
-            f"--kubeconfig={kubeconfig}",
-            "--enable-leader-election=false",
-            f"--metrics-addr=127.0.0.1:{port}",
-            "--health-probe-bind-address=127.0.0.1:0",
-            f"--reconcile-concurrency={concurrency}",
-            "--qps=1000",
-            "--burst=2000",
-            "--log-stdout-encoder=console",
-            *extra,
-        ],
-        env={**os.environ, **(env or {})},
+        [*argv, *extra],
+        env={**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})},
         stdout=out,
         stderr=subprocess.STDOUT,
     )
@@ -539,10 +545,11 @@ def start_operator(
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            scrape(port)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
             return proc, port
         except OSError:
             time.sleep(0.3)
+    proc.kill()
     raise RuntimeError(f"operator did not serve metrics; see {log}")
 
 
