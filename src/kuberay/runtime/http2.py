@@ -34,7 +34,11 @@ Invariants and failure modes:
 - Flow control: data is acknowledged to the server when the consumer takes it, so a slow
   consumer back-pressures its own stream and never buffers without bound.
 - GOAWAY: streams above the server's last stream id fail with ``Refused`` (never
-  processed, so the client sends it again); the others finish; no new stream goes there.
+  processed, so the client sends them again) and no new stream goes there. ``h2`` accepts no
+  frame after a GOAWAY, so streams still answering on that connection then fail with
+  ``TransportError``, as on a dropped HTTP/1.1 connection: reads are retried, watches resume
+  from their last version. Go finishes them; an apiserver run with ``--goaway-chance`` thus
+  costs us a watch restart per GOAWAY.
 - ``close()`` cancels and awaits every task it started and closes every socket: nothing leaks.
 - A connection with no stream for ``idle_close`` seconds closes itself (Go's IdleConnTimeout,
   90 s), so one dialled for a burst above the stream limit does not stay.
