@@ -41,6 +41,15 @@ class Server:
     ca: str = ""
     writers: set[asyncio.StreamWriter] = field(default_factory=set)
     all_closed: asyncio.Event = field(default_factory=asyncio.Event)
+    live: list[tuple[h2.connection.H2Connection, asyncio.StreamWriter]] = field(
+        default_factory=list
+    )
+
+    def goaway(self) -> None:
+        """A graceful GOAWAY on every connection (as an apiserver shutting down sends)."""
+        for conn, writer in self.live:
+            conn.close_connection(last_stream_id=conn.highest_inbound_stream_id)
+            writer.write(conn.data_to_send())
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -54,6 +63,7 @@ class Server:
         )
         conn.initiate_connection()
         writer.write(conn.data_to_send())
+        self.live.append((conn, writer))
         requests: dict[int, list[tuple[str, str]]] = {}
         bodies: dict[int, bytes] = {}
         tasks: set[asyncio.Task[None]] = set()
@@ -394,3 +404,35 @@ async def test_many_callers_at_once_fill_connections_in_order(h2_server: Server)
             stream.release()
     finally:
         await client.close()
+
+
+async def test_after_goaway_new_requests_go_to_a_new_connection(h2_server: Server) -> None:
+    client = client_for(h2_server)
+    got = asyncio.Event()
+
+    async def watch() -> None:
+        async for _ in client.watch(PODS, "a", timeout_seconds=600):
+            got.set()
+
+    task = asyncio.create_task(watch())
+    try:
+        async with asyncio.timeout(5):
+            await got.wait()
+        h2_server.goaway()
+        pool = client._h2
+        assert pool is not None
+        old = pool.connections[0]
+        for _ in range(500):  # until the client has read the GOAWAY
+            if old.draining:
+                break
+            await asyncio.sleep(0.01)
+        assert old.draining
+        assert not old.closed
+        # New requests go to a new connection; the watch stays on the old one.
+        assert (await client.request("GET", "/echo"))["body"] == ""
+        assert h2_server.connections == 2
+        assert not task.done()
+    finally:
+        task.cancel()
+        await client.close()
+    assert h2_server.connections == 2
