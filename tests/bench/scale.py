@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -506,25 +507,37 @@ class Bench:
 
 
 def start_operator(
-    kubeconfig: Path, log: Path, concurrency: int
+    kubeconfig: Path,
+    log: Path,
+    concurrency: int,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    binary: list[str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], int]:
+    """An operator serving metrics on the returned port: this one, or ``binary`` (given the
+    flags both understand and the kubeconfig in KUBECONFIG)."""
     port = free_port()
+    common = [
+        "--enable-leader-election=false",
+        f"--metrics-addr=127.0.0.1:{port}",
+        "--health-probe-bind-address=127.0.0.1:0",
+        f"--reconcile-concurrency={concurrency}",
+    ]
+    ours = [
+        f"--kubeconfig={kubeconfig}",
+        "--qps=1000",
+        "--burst=2000",
+        "--log-stdout-encoder=console",
+    ]
+    argv = (
+        [*binary, *common]
+        if binary
+        else [sys.executable, "-m", "kuberay.cli.main", "operator", *common, *ours]
+    )
     out = open(log, "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kuberay.cli.main",
-            "operator",
-            f"--kubeconfig={kubeconfig}",
-            "--enable-leader-election=false",
-            f"--metrics-addr=127.0.0.1:{port}",
-            "--health-probe-bind-address=127.0.0.1:0",
-            f"--reconcile-concurrency={concurrency}",
-            "--qps=1000",
-            "--burst=2000",
-            "--log-stdout-encoder=console",
-        ],
+        [*argv, *extra],
+        env={**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})},
         stdout=out,
         stderr=subprocess.STDOUT,
     )
@@ -532,10 +545,11 @@ def start_operator(
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            scrape(port)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
             return proc, port
         except OSError:
             time.sleep(0.3)
+    proc.kill()
     raise RuntimeError(f"operator did not serve metrics; see {log}")
 
 
@@ -674,6 +688,26 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def bench_plane(workdir: Path, nodes: int) -> Iterator[Plane]:
+    """A quiet local plane with ``nodes`` roomy KWOK nodes, stopped on exit."""
+    plane = Plane(
+        PlaneConfig(
+            directory=workdir / "plane",
+            nodes=nodes,
+            node_cpu="256",
+            node_memory="1Ti",
+            unlimited=True,
+            log=lambda _: None,
+        )
+    )
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -707,21 +741,8 @@ def main() -> int:
         if args.kubeconfig:
             result = asyncio.run(run_all(args, args.kubeconfig, None, workdir))
         else:
-            plane = Plane(
-                PlaneConfig(
-                    directory=workdir / "plane",
-                    nodes=args.nodes,
-                    node_cpu="256",
-                    node_memory="1Ti",
-                    unlimited=True,
-                    log=lambda _: None,
-                )
-            )
-            plane.start()
-            try:
+            with bench_plane(workdir, args.nodes) as plane:
                 result = asyncio.run(run_all(args, plane.kubeconfig, plane, workdir))
-            finally:
-                plane.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str))
     print(markdown(result))

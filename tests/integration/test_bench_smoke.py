@@ -48,3 +48,29 @@ def test_scale_benchmark_smoke(tmp_path: Path) -> None:
     assert result["churn"]["duplicate_pods"] == 0
     assert result["churn"]["orphaned_pods"] == 0
     assert "| 2x2: pods Ready per second |" in proc.stdout
+
+
+@pytest.mark.slow
+def test_namespaces_benchmark_smoke(tmp_path: Path) -> None:
+    """Over HTTP/2 the operator's connections do not grow with the watched namespaces; over
+    HTTP/1.1 they do (one per open watch)."""
+    out = tmp_path / "namespaces.json"
+    argv = [
+        sys.executable,
+        str(ROOT / "tests/bench/namespaces.py"),
+        "--counts=1,4",
+        "--clusters=1",
+        "--workers=1",
+        "--nodes=1",
+        "--timeout=180",
+        f"--out={out}",
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = {(r["protocol"], r["namespaces"]): r for r in json.loads(out.read_text())}
+    # Start-up lists and watches may briefly pass the 100-stream limit: a second connection.
+    assert runs["http2", 1]["connections"] <= 2
+    assert runs["http2", 4]["connections"] <= 2
+    assert runs["http1", 4]["connections"] > runs["http1", 1]["connections"] > 4
+    assert all(r["converge_s"] > 0 and r["rss_mib"] > 0 for r in runs.values())
+    assert "| http2 | 4 |" in proc.stdout

@@ -422,6 +422,9 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
     except KubeconfigError as exc:
         raise SettingsError(f"kubeconfig: {exc}") from exc
     config.qps, config.burst = settings.qps, settings.burst
+    # HTTP/2 to the apiserver (a few multiplexed connections) unless switched off; HTTP/1.1
+    # holds one connection per open watch. Not a flag: the Go operator has no such flag.
+    config.http2 = os.environ.get("KUBERAY_APISERVER_HTTP2", "").lower() != "false"
     build = BuildOptions.from_env(
         os.environ,
         default_container_envs=tuple(settings.default_container_envs),

@@ -15,8 +15,14 @@ Invariants and failure modes:
   the answer was a 5xx: a failed read changed nothing, and without this one transient fault
   failed a start-up check (``GET /apis``) and ended the process. Timeouts and writes are never
   retried here (a write whose answer was lost may have happened; callers decide).
-- Watches use their own connection pool, so long-lived streams never starve ordinary requests,
-  and their own line splitter, so objects larger than aiohttp's line limit are read whole.
+- HTTP/2 (``runtime/http2.py``) is used for ``https`` servers unless ``http2`` is off or a
+  proxy is configured: every request and watch is a stream on a few shared connections
+  (ceil(streams / the server's MAX_CONCURRENT_STREAMS)), health-checked by PING. When ALPN does
+  not yield h2 the client falls back to HTTP/1.1 for the rest of its life. A stream the server
+  refused unprocessed (REFUSED_STREAM, or cut by GOAWAY) is sent again, writes included.
+- Over HTTP/1.1, watches use their own connection pool, so long-lived streams never starve
+  ordinary requests. Either way watches use their own line splitter, so objects larger than
+  aiohttp's line limit are read whole.
 - Ordinary requests share at most ``max_connections`` keep-alive connections (more requests
   wait for one). Each TLS connection holds a fixed read buffer of about 128 KiB in asyncio, so
   an unbounded pool after a burst of parallel creates cost more memory than the whole pod cache
@@ -29,6 +35,7 @@ import asyncio
 import atexit
 import base64
 import json
+import logging
 import os
 import random
 import shutil
@@ -40,7 +47,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 import orjson
@@ -49,6 +56,7 @@ from multidict import CIMultiDict
 
 from kuberay.runtime import rfc3339
 from kuberay.runtime.errors import ApiError, TooManyRequests, WatchStalled, error_for
+from kuberay.runtime.http2 import H2Pool, H2Stream, NotNegotiated, Refused, TransportError
 from kuberay.runtime.resource import Resource as Resource
 
 JSON = "application/json"
@@ -59,6 +67,8 @@ APPLY_PATCH = "application/apply-patch+yaml"
 # Metadata-only lists and watches: the server sends PartialObjectMetadata, not whole objects.
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+log = logging.getLogger(__name__)
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -123,6 +133,12 @@ class ClientConfig:
     max_connections: int = 24
     idle_seconds: float = 5.0
     pool_wait: float = 300.0
+    # HTTP/2 for https servers (HTTP/1.1 when off, when a proxy is set, or when ALPN says no);
+    # PING after read_idle seconds without a frame, connection failed without an answer within
+    # ping_timeout (client-go's ReadIdleTimeout and PingTimeout).
+    http2: bool = True
+    read_idle: float = 30.0
+    ping_timeout: float = 15.0
     _temp: list[str] = field(default_factory=list, repr=False)
     _expires: float | None = field(default=None, repr=False)
 
@@ -471,6 +487,21 @@ class KubeClient:
             connector=aiohttp.TCPConnector(ssl=self._ssl or False, limit=0),
             headers=headers,
         )
+        self._user_agent = user_agent
+        self._h2: H2Pool | None = None
+        self._h2_prefix = b""
+        if config.http2 and self._ssl is not None and not config.proxy_url:
+            url = urlsplit(config.server)
+            self._h2 = H2Pool(
+                url.hostname or "",
+                url.port or 443,
+                config.ssl_context(),  # its own: ALPN offers h2 there, never to aiohttp
+                server_hostname=config.tls_server_name,
+                read_idle=config.read_idle,
+                ping_timeout=config.ping_timeout,
+            )
+            self._h2_prefix = url.path.rstrip("/").encode()
+        self._h2_retired: list[H2Pool] = []
         # Per request: the TLS name to verify (kubeconfig tls-server-name) and the proxy.
         self._route: dict[str, Any] = {}
         if config.tls_server_name:
@@ -493,6 +524,85 @@ class KubeClient:
     async def close(self) -> None:
         await self._session.close()
         await self._watch_session.close()
+        pools = [*self._h2_retired, *([self._h2] if self._h2 is not None else [])]
+        self._h2, self._h2_retired = None, []
+        for pool in pools:
+            await pool.close()
+
+    @property
+    def http_version(self) -> str:
+        """``HTTP/2`` while requests go over HTTP/2, else ``HTTP/1.1``."""
+        return "HTTP/2" if self._h2 is not None else "HTTP/1.1"
+
+    def _fall_back(self, pool: H2Pool, exc: NotNegotiated) -> None:
+        """ALPN did not yield h2: HTTP/1.1 from now on (the pool is closed in ``close``)."""
+        if self._h2 is pool:
+            log.warning("apiserver does not speak HTTP/2 (%s); using HTTP/1.1", exc)
+            self._h2 = None
+            self._h2_retired.append(pool)
+
+    def _h2_headers(
+        self, method: str, path: str, query: Mapping[str, str], headers: CIMultiDict[str]
+    ) -> list[tuple[bytes, bytes]]:
+        target = self._h2_prefix + path.encode()
+        if query:
+            target += (b"&" if b"?" in target else b"?") + urlencode(query).encode()
+        assert self._h2 is not None
+        out = [
+            (b":method", method.encode()),
+            (b":scheme", b"https"),
+            (b":authority", self._h2.authority.encode()),
+            (b":path", target),
+            (b"user-agent", self._user_agent.encode()),
+        ]
+        if "Accept" not in headers:
+            out.append((b"accept", JSON.encode()))
+        out.extend((k.lower().encode(), v.encode()) for k, v in headers.items())
+        return out
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        data: bytes | None,
+        headers: CIMultiDict[str],
+        timeout: float | None,
+    ) -> tuple[int, bytes, str | None]:
+        """One round trip: (status, body, Retry-After). Transport failures raise
+        ``aiohttp.ClientError``, ``TransportError`` or ``TimeoutError``."""
+        pool = self._h2
+        if pool is not None:
+            limit = timeout or self.config.timeout
+            if data is not None:
+                headers["Content-Length"] = str(len(data))
+            try:
+                stream = await pool.open(
+                    self._h2_headers(method, path, query, headers),
+                    data,
+                    limit,
+                    self.config.pool_wait,
+                )
+            except NotNegotiated as exc:
+                self._fall_back(pool, exc)
+                headers.popall("Content-Length", None)
+            else:
+                try:
+                    status = await stream.response(limit)
+                    raw = await stream.read(limit)
+                    return status, raw, stream.header("Retry-After")
+                finally:
+                    stream.release()
+        async with self._session.request(
+            method,
+            self.config.server + path,
+            data=data,
+            params=query,
+            headers=headers,
+            timeout=self._timeout(timeout),
+            **self._route,
+        ) as resp:
+            return resp.status, await resp.read(), resp.headers.get("Retry-After")
 
     def _headers(
         self, content_type: str | None = None, accept: str | None = None
@@ -528,29 +638,26 @@ class KubeClient:
             k: (str(v).lower() if isinstance(v, bool) else str(v))
             for k, v in (params or {}).items()
         }
-        url = self.config.server + path
         attempt = 0
         reads = 0  # read retries made
         while True:
             await self.limiter.acquire()
             started = time.monotonic()
             try:
-                async with self._session.request(
+                status, raw, retry_after = await self._exchange(
                     method,
-                    url,
-                    data=data,
-                    params=query,
-                    headers=self._headers(content_type if data is not None else None, accept),
-                    timeout=self._timeout(timeout),
-                    **self._route,
-                ) as resp:
-                    raw = await resp.read()
-                    status = resp.status
-                    retry_after = resp.headers.get("Retry-After")
-            except (aiohttp.ClientError, TimeoutError) as exc:
+                    path,
+                    query,
+                    data,
+                    self._headers(content_type if data is not None else None, accept),
+                    timeout,
+                )
+            except (aiohttp.ClientError, TransportError, TimeoutError) as exc:
                 self._count(method, 0, started, path)
                 timed_out = isinstance(exc, TimeoutError)
-                if method == "GET" and not timed_out and reads < self.READ_RETRIES:
+                # Never processed by the server: safe to send again, whatever the method.
+                refused = isinstance(exc, Refused)
+                if (method == "GET" or refused) and not timed_out and reads < self.READ_RETRIES:
                     reads += 1
                     await asyncio.sleep(_read_backoff(reads))
                     continue
@@ -745,42 +852,105 @@ class KubeClient:
             params["fieldSelector"] = field_selector
         path = res.path(namespace)
         await self.limiter.acquire()
+        silence = stall_timeout or timeout_seconds + 30
+        body = await self._open_watch(path, params, accept, silence)
         try:
-            resp = await self._watch_session.get(
-                self.config.server + path,
-                params=params,
-                headers=self._headers(accept=accept),
-                timeout=aiohttp.ClientTimeout(
-                    total=None, sock_read=stall_timeout or timeout_seconds + 30
-                ),
-                **self._route,
-            )
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ApiError(0, f"{type(exc).__name__}: {exc}", "WATCH", path) from exc
-        try:
-            self._count("WATCH", resp.status, None, path)
-            if resp.status >= 300:
-                raw = await resp.read()
+            self._count("WATCH", body.status, None, path)
+            if body.status >= 300:
+                raw = await body.read()
                 try:
                     decoded: dict[str, Any] | str = orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     decoded = raw.decode(errors="replace")
-                raise error_for(resp.status, decoded, "WATCH", path)
+                raise error_for(body.status, decoded, "WATCH", path)
             buf = b""
             try:
-                async for chunk in resp.content.iter_any():
-                    buf += chunk
-                    while True:
-                        nl = buf.find(b"\n")
-                        if nl < 0:
-                            break
-                        line, buf = buf[:nl], buf[nl + 1 :]
+                async for chunk in body.chunks():
+                    if b"\n" not in chunk:
+                        buf += chunk
+                        continue
+                    lines = (buf + chunk).split(b"\n")
+                    buf = lines.pop()
+                    for line in lines:
                         if line.strip():
                             ev = orjson.loads(line)
                             yield WatchEvent(ev["type"], ev["object"])
             except TimeoutError as exc:
                 raise WatchStalled(0, f"no data for {stall_timeout}s", "WATCH", path) from exc
-            except aiohttp.ClientError as exc:
+            except (aiohttp.ClientError, TransportError) as exc:
                 raise ApiError(0, f"{type(exc).__name__}: {exc}", "WATCH", path) from exc
         finally:
-            resp.release()
+            body.release()
+
+    async def _open_watch(
+        self, path: str, params: dict[str, str], accept: str | None, silence: float
+    ) -> _WatchBody:
+        """Sends the watch request; ``silence`` bounds each wait for data (headers included)."""
+        pool = self._h2
+        if pool is not None:
+            headers = self._h2_headers("GET", path, params, self._headers(accept=accept))
+            try:
+                stream = await pool.open(headers, None, self.config.timeout, self.config.pool_wait)
+            except NotNegotiated as exc:
+                self._fall_back(pool, exc)
+            except (TransportError, TimeoutError) as exc:
+                raise ApiError(0, f"{type(exc).__name__}: {exc}", "WATCH", path) from exc
+            else:
+                try:
+                    status = await stream.response(silence)
+                except (TransportError, TimeoutError) as exc:
+                    stream.release()
+                    raise ApiError(0, f"{type(exc).__name__}: {exc}", "WATCH", path) from exc
+                except BaseException:
+                    stream.release()
+                    raise
+                return _WatchBody(status, silence, h2=stream)
+        try:
+            resp = await self._watch_session.get(
+                self.config.server + path,
+                params=params,
+                headers=self._headers(accept=accept),
+                timeout=aiohttp.ClientTimeout(total=None, sock_read=silence),
+                **self._route,
+            )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ApiError(0, f"{type(exc).__name__}: {exc}", "WATCH", path) from exc
+        return _WatchBody(resp.status, silence, h1=resp)
+
+
+class _WatchBody:
+    """A watch answer over either protocol: status, then the body whole or in pieces."""
+
+    def __init__(
+        self,
+        status: int,
+        silence: float,
+        *,
+        h1: aiohttp.ClientResponse | None = None,
+        h2: H2Stream | None = None,
+    ) -> None:
+        self.status = status
+        self.silence = silence
+        self.h1 = h1
+        self.h2 = h2
+
+    async def read(self) -> bytes:
+        if self.h2 is not None:
+            return await self.h2.read(self.silence)
+        assert self.h1 is not None
+        return await self.h1.read()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        if self.h2 is not None:
+            async for piece in self.h2.chunks(self.silence):
+                yield piece
+            return
+        assert self.h1 is not None
+        async for piece in self.h1.content.iter_any():
+            yield piece
+
+    def release(self) -> None:
+        if self.h2 is not None:
+            self.h2.release()
+        if self.h1 is not None:
+            self.h1.release()
