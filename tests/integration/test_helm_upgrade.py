@@ -43,7 +43,8 @@ UPSTREAM_VERSION = "1.7.0"
 
 # Facts of upstream's chart at v1.7.0 with default values (fullnameOverride and nameOverride
 # "kuberay-operator", serviceAccount.name "kuberay-operator", rbacEnable, not
-# singleNamespaceInstall), read from ray-project/kuberay helm-chart/kuberay-operator/.
+# singleNamespaceInstall), read from ray-project/kuberay helm-chart/kuberay-operator/ (recent
+# stored revisions of the templates named below; the defaults from upstream's v1.7.0 values).
 # Selector: templates/deployment.yaml (spec.selector.matchLabels), also the Service's selector.
 UPSTREAM_SELECTOR = {
     "app.kubernetes.io/name": "kuberay-operator",
