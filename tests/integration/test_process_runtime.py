@@ -280,6 +280,23 @@ print(json.dumps({p: os.path.exists(p) for p in paths}))
     assert not Path("/tmp/marker-a").exists()
 
 
+async def test_ray_state_in_home_is_private_to_each_container(
+    process_kube: KubeClient, process_plane: Plane, process_namespace: str
+) -> None:
+    """A token Ray writes to ~/.ray in one pod reaches neither another pod nor the host."""
+    host_token = Path.home() / ".ray" / "kr-test-token"
+    write = (
+        "import os; d = os.path.expanduser('~/.ray'); os.makedirs(d, exist_ok=True); "
+        "open(os.path.join(d, 'kr-test-token'), 'w').write('secret'); print(sorted(os.listdir(d)))"
+    )
+    out = await run_to_completion(process_kube, process_plane, process_namespace, "writer", write)
+    assert "kr-test-token" in out
+    read = "import os; print(os.path.exists(os.path.expanduser('~/.ray/kr-test-token')))"
+    out = await run_to_completion(process_kube, process_plane, process_namespace, "reader", read)
+    assert out.strip() == "False"
+    assert not host_token.exists()
+
+
 async def test_service_account_token_reaches_the_apiserver(
     process_kube: KubeClient, process_plane: Plane, process_namespace: str
 ) -> None:

@@ -635,10 +635,19 @@ class PodWorker:
         old_tmp = cdir / f"{c.name}-tmp-{c.restart_count - 1}"
         if old_tmp.exists():
             await asyncio.to_thread(shutil.rmtree, old_tmp, True)
+        # Ray keeps per-user state in ~/.ray (auth_token above all). HOME is a host directory
+        # shared by every pod, so each container start gets its own empty ~/.ray, as a fresh
+        # container file system would: one pod's token must not reach another pod's GCS client.
+        ray_state = cdir / f"{c.name}-ray-{c.restart_count}"
+        old_state = cdir / f"{c.name}-ray-{c.restart_count - 1}"
+        if old_state.exists():
+            await asyncio.to_thread(shutil.rmtree, old_state, True)
+        ray_state.mkdir(parents=True, exist_ok=True)
+        home = c.env.get("HOME") or "/root"
         payload = {
             "sandbox_pid": self.sandbox.pid,
             "tmp": str(cdir / f"{c.name}-tmp-{c.restart_count}"),
-            "binds": self._mounts(c),
+            "binds": [[str(ray_state), os.path.join(home, ".ray"), False], *self._mounts(c)],
             # The container's environment stays visible through its private /tmp (a checkout
             # and its .venv under /tmp, as in CI, would otherwise vanish from PATH).
             "keep": [c.image_id.removeprefix("process://")],
