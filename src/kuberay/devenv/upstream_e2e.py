@@ -1,0 +1,446 @@
+"""Runs upstream KubeRay's own Go end-to-end suites (ray-operator v1.6.1 ``test/*``) against this
+operator on a process-runtime plane, and writes a Markdown report of what passed, failed or was
+not runnable here.
+
+Why: the upstream suites are the behaviour contract the Go operator is held to; running them
+unchanged against the Python operator finds divergences no hand-written test anticipates.
+
+Flow (``run``): build or reuse the suites' test binaries (``binaries``' ``upstream-e2e``
+component, ``go test -c``), start a ``runtime="process"`` plane, install our CRDs and the
+Gateway API CRDs, start our operator with the feature gates upstream's CI enables
+(``config/overlays/test-overrides``), then run each chosen suite's binary under
+``go tool test2json`` with the environment ``test/support`` reads (``KUBECONFIG``,
+``KUBERAY_TEST_OUTPUT_DIR``, ``KUBERAY_TEST_TIMEOUT_*``, ``KUBERAY_TEST_RAY_IMAGE``) and parse the
+events into one result per top-level test.
+
+Invariants and failure modes:
+- Tests listed in ``NOT_RUNNABLE`` are never started (``-test.skip``); they are reported as "not
+  runnable" with the reason, so the report always accounts for every top-level test.
+- The binaries run with their working directory at the Go module cache root: they are built with
+  ``-trimpath``, so ``sampleyaml`` finds upstream's ``config/samples`` through the module path it
+  records (``github.com/ray-project/kuberay/ray-operator@v1.6.1/...``), relative to it.
+- A suite whose binary dies (panic, ``-test.timeout``) marks every test it had not finished as
+  failed with that cause; the plane and operator are always stopped, and the operator's log and
+  the plane's logs stay in the output directory.
+- Exit status (``main``): 0 only when no test failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kuberay.devenv import binaries
+from kuberay.devenv.gatewayapi import install_gateway_api
+from kuberay.devenv.manifests import install_crds
+from kuberay.devenv.operatorproc import OperatorProcess
+from kuberay.devenv.plane import PlaneConfig, running_plane
+from kuberay.runtime.client import KubeClient, load_kubeconfig
+
+SUITES = binaries.UPSTREAM_E2E_SUITES
+MODULE = "github.com/ray-project/kuberay/ray-operator"
+# What upstream's CI turns on for its e2e runs (config/overlays/test-overrides, v1.6.1).
+FEATURE_GATES = (
+    "RayClusterStatusConditions=true,RayJobDeletionPolicy=true,RayMultiHostIndexing=true,"
+    "RayCronJob=true,RayServiceIncrementalUpgrade=true"
+)
+# test/support's Gomega timeouts; upstream's (1m/2m/5m) assume a cluster with more than two
+# shared cores, where a Ray head starts in seconds rather than tens of seconds.
+DEFAULT_TIMEOUTS = {
+    "KUBERAY_TEST_TIMEOUT_SHORT": "3m",
+    "KUBERAY_TEST_TIMEOUT_MEDIUM": "5m",
+    "KUBERAY_TEST_TIMEOUT_LONG": "10m",
+}
+RAY_IMAGE = "rayproject/ray:2.52.0"  # test/support's default image, mapped to the local Ray
+
+# "suite/TestName" -> why it cannot run on this machine (never started, reported as such).
+NOT_RUNNABLE: dict[str, str] = {}
+
+
+@dataclass
+class TestResult:
+    suite: str
+    name: str
+    status: str  # "pass", "fail", "skip" (t.Skip), "not runnable"
+    seconds: float = 0.0
+    cause: str = ""
+    output: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SuiteResult:
+    suite: str
+    seconds: float = 0.0
+    exit_code: int | None = None
+    tests: list[TestResult] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------- go test -json parsing
+_ERROR_LINE = re.compile(r"^\s*(Error:|Messages:|Expected|Timed out|panic:|\S+\.go:\d+: )")
+
+
+def failure_cause(output: Iterable[str], limit: int = 400) -> str:
+    """A short why from a failed test's output: the first assertion message, else its last line.
+
+    testify prints ``Error Trace:``/``Error:`` blocks and Gomega ``Timed out after ...`` /
+    ``Expected`` lines; the first such line plus what directly follows is the cause a reader
+    needs, the rest (object dumps) is in the run log.
+    """
+    lines = [line.rstrip() for line in output if line.strip()]
+    lines = [line for line in lines if not line.lstrip().startswith(("=== ", "--- "))]
+    for i, line in enumerate(lines):
+        if _ERROR_LINE.match(line) and "Error Trace" not in line:
+            text = " ".join(part.strip() for part in lines[i : i + 4])
+            return _clip(text, limit)
+    return _clip(lines[-1].strip(), limit) if lines else ""
+
+
+def skip_cause(output: Iterable[str]) -> str:
+    lines = [line.strip() for line in output if line.strip()]
+    lines = [line for line in lines if not line.startswith(("=== ", "--- "))]
+    return _clip(lines[-1], 300) if lines else ""
+
+
+def _clip(text: str, limit: int) -> str:
+    text = re.sub(r"\s+", " ", text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def parse_events(suite: str, events: Iterable[dict[str, Any]]) -> SuiteResult:
+    """One result per top-level test from ``test2json`` events (subtests fold into their parent:
+    a failed subtest's name leads the parent's cause)."""
+    result = SuiteResult(suite)
+    tests: dict[str, TestResult] = {}
+    output: dict[str, list[str]] = {}
+    failed_subtests: dict[str, list[str]] = {}
+    for ev in events:
+        name = ev.get("Test")
+        action = ev.get("Action")
+        if not name:
+            if action in ("pass", "fail") and "Elapsed" in ev:
+                result.seconds = float(ev["Elapsed"])
+            continue
+        top = name.split("/", 1)[0]
+        if action == "output":
+            output.setdefault(top, []).append(str(ev.get("Output", "")))
+        elif action == "run" and name == top:
+            tests[top] = TestResult(suite, top, "running")
+        elif action in ("pass", "fail", "skip"):
+            if name != top:
+                if action == "fail":
+                    failed_subtests.setdefault(top, []).append(name.split("/", 1)[1])
+                continue
+            test = tests.setdefault(top, TestResult(suite, top, action))
+            test.status = action
+            test.seconds = float(ev.get("Elapsed", 0.0))
+    for top, test in tests.items():
+        test.output = output.get(top, [])
+        if test.status == "running":
+            test.status = "fail"
+            test.cause = "did not finish: the suite binary exited (timeout or panic) first; " + (
+                failure_cause(test.output)
+            )
+        elif test.status == "fail":
+            cause = failure_cause(test.output)
+            subs = failed_subtests.get(top)
+            test.cause = (f"subtests {', '.join(subs)}: " if subs else "") + cause
+        elif test.status == "skip":
+            test.cause = skip_cause(test.output)
+    result.tests = list(tests.values())
+    return result
+
+
+def read_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    for line in lines:
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+# ---------------------------------------------------------------------- running
+def list_tests(binary: Path) -> list[str]:
+    proc = subprocess.run(
+        [str(binary), "-test.list", ".*"], capture_output=True, text=True, check=True
+    )
+    return [line for line in proc.stdout.split() if line.startswith(("Test", "Example"))]
+
+
+def _skip_regex(names: Iterable[str]) -> str:
+    return "|".join(f"^{re.escape(n)}$" for n in sorted(names))
+
+
+def run_suite(
+    suite: str,
+    binary: Path,
+    go: str,
+    env: dict[str, str],
+    out_dir: Path,
+    run: str | None = None,
+    timeout: str = "90m",
+) -> SuiteResult:
+    """Runs one suite binary under test2json; ``out_dir/<suite>.json`` keeps the raw events."""
+    skipped = {key.split("/", 1)[1] for key in NOT_RUNNABLE if key.split("/", 1)[0] == suite}
+    argv = [go, "tool", "test2json", "-t", "-p", suite, str(binary), "-test.v=test2json"]
+    argv += [f"-test.timeout={timeout}", "-test.count=1"]
+    if run:
+        argv.append(f"-test.run={run}")
+    if skipped:
+        argv.append(f"-test.skip={_skip_regex(skipped)}")
+    raw = out_dir / f"{suite}.json"
+    start = time.monotonic()
+    with raw.open("w") as sink:
+        proc = subprocess.Popen(
+            argv,
+            cwd=_module_cache(go),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sink.write(line)
+            sink.flush()
+            _progress(suite, line)
+        code = proc.wait()
+    result = parse_events(suite, read_events(raw.read_text().splitlines()))
+    result.exit_code = code
+    if not result.seconds:
+        result.seconds = time.monotonic() - start
+    wanted = re.compile(run) if run else None
+    for name in list_tests(binary):
+        if name in skipped and (wanted is None or wanted.search(name)):
+            result.tests.append(
+                TestResult(suite, name, "not runnable", cause=NOT_RUNNABLE[f"{suite}/{name}"])
+            )
+    if code != 0 and not any(t.status == "fail" for t in result.tests):
+        result.tests.append(
+            TestResult(suite, "(suite)", "fail", cause=f"test binary exited with {code}")
+        )
+    return result
+
+
+def _progress(suite: str, line: str) -> None:
+    try:
+        ev = json.loads(line)
+    except json.JSONDecodeError:
+        return
+    test = ev.get("Test", "")
+    if ev.get("Action") in ("pass", "fail", "skip") and test and "/" not in test:
+        print(f"[{suite}] {ev['Action'].upper()} {test} ({ev.get('Elapsed', 0)}s)", flush=True)
+
+
+def _module_cache(go: str) -> str:
+    out = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def pod_python_env(directory: Path) -> Path:
+    """A Python environment for the suites' Ray pods that sees this one's packages (Ray) but
+    installs into itself: several tests ``pip install`` inside the head pod, and the process
+    runtime has no image layers, so without this they would write into the project's venv.
+
+    A bare venv of the same base interpreter, a ``.pth`` naming this environment's
+    site-packages (after its own, so what a test installs wins), and this environment's console
+    scripts (``ray``, ``serve``, ``pip``) re-pointed at the new interpreter.
+    """
+    python = directory / "bin" / "python"
+    if not python.exists():
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(directory)],
+            check=True,
+            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        )
+    own = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    base = [p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix)]
+    (Path(own) / "_kuberay_base_env.pth").write_text("\n".join(base) + "\n")
+    host_bin = Path(sys.prefix) / "bin"
+    for script in host_bin.iterdir():
+        target = directory / "bin" / script.name
+        if target.exists() or not script.is_file():
+            continue
+        try:
+            text = script.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue
+        first, _, rest = text.partition("\n")
+        if first.startswith("#!/") and Path(first[2:].strip()).parent.resolve() == (
+            host_bin.resolve()
+        ):
+            target.write_text(f"#!{python}\n{rest}")
+            target.chmod(0o755)
+    return directory
+
+
+def image_map(path: Path, python_env: Path) -> Path:
+    """Every ``rayproject/ray`` image is ``python_env`` (this Ray); ``redis`` runs the host's
+    ``redis-server`` (the GCS fault-tolerance tests' external Redis)."""
+    data = {
+        "rayproject/ray": {"python_env": str(python_env)},
+        "redis:": {"entrypoint": ["redis-server"]},
+    }
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+async def _install(kubeconfig: Path) -> None:
+    async with KubeClient(load_kubeconfig(kubeconfig), user_agent="upstream-e2e") as kube:
+        await install_crds(kube)
+        await install_gateway_api(kube)
+
+
+def run(
+    suites: Sequence[str],
+    out_dir: Path,
+    run_filter: str | None = None,
+    log: Any = print,
+) -> list[SuiteResult]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tests_bin = binaries.ensure([f"{s}.test" for s in suites], log=log)
+    kubectl = binaries.ensure(["kubectl"], log=log)["kubectl"]
+    go = binaries._find_go([f"{s}.test" for s in suites])
+    config = PlaneConfig(
+        directory=out_dir / "plane",
+        runtime="process",
+        image_map=image_map(out_dir / "images.json", pod_python_env(out_dir / "pod-python")),
+        log=log,
+    )
+    results: list[SuiteResult] = []
+    with running_plane(config) as plane:
+        asyncio.run(_install(plane.kubeconfig))
+        # On the host, cluster DNS names do not resolve: the operator reaches dashboards through
+        # the apiserver's service proxy (as in tests/e2e).
+        operator = OperatorProcess(
+            plane, out_dir, f"--feature-gates={FEATURE_GATES}", "--use-kubernetes-proxy"
+        )
+        operator.start()
+        try:
+            artifacts = out_dir / "artifacts"
+            artifacts.mkdir(exist_ok=True)
+            env = dict(os.environ)
+            for key, value in DEFAULT_TIMEOUTS.items():
+                env.setdefault(key, value)
+            env.setdefault("KUBERAY_TEST_RAY_IMAGE", RAY_IMAGE)
+            env.update(
+                KUBECONFIG=str(plane.kubeconfig),
+                KUBERAY_TEST_OUTPUT_DIR=str(artifacts),
+                PATH=f"{kubectl.parent}:{env.get('PATH', '')}",
+            )
+            for suite in suites:
+                log(f"== upstream suite {suite}")
+                results.append(
+                    run_suite(suite, tests_bin[f"{suite}.test"], go, env, out_dir, run_filter)
+                )
+                if operator.proc is not None and operator.proc.poll() is not None:
+                    log(f"operator exited ({operator.proc.returncode}); restarting it")
+                    operator.start()
+        finally:
+            operator.stop()
+    return results
+
+
+# ---------------------------------------------------------------------- report
+def counts(results: Iterable[SuiteResult]) -> dict[str, int]:
+    out = {"pass": 0, "fail": 0, "skip": 0, "not runnable": 0}
+    for suite in results:
+        for test in suite.tests:
+            out[test.status] = out.get(test.status, 0) + 1
+    return out
+
+
+def markdown(results: Sequence[SuiteResult], title: str = "Upstream e2e run") -> str:
+    total = counts(results)
+    n = sum(total.values())
+    lines = [
+        f"# {title}",
+        "",
+        f"{n} top-level tests: {total['pass']} passed, {total['fail']} failed, "
+        f"{total['skip']} skipped by the test itself, {total['not runnable']} not runnable here.",
+        "",
+        "| suite | tests | passed | failed | skipped | not runnable | minutes |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for suite in results:
+        c = counts([suite])
+        lines.append(
+            f"| {suite.suite} | {len(suite.tests)} | {c['pass']} | {c['fail']} | {c['skip']} | "
+            f"{c['not runnable']} | {suite.seconds / 60:.1f} |"
+        )
+    lines += ["", "| suite | test | result | seconds | cause |", "| --- | --- | --- | --- | --- |"]
+    for suite in results:
+        for test in sorted(suite.tests, key=lambda t: t.name):
+            cause = test.cause.replace("|", "\\|")
+            lines.append(
+                f"| {suite.suite} | {test.name} | {test.status} | {test.seconds:.0f} | {cause} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def results_json(results: Sequence[SuiteResult]) -> list[dict[str, Any]]:
+    """Machine-readable results (``results.json``): what a caller such as the CI slice asserts."""
+    return [
+        {
+            "suite": suite.suite,
+            "seconds": round(suite.seconds, 1),
+            "exit_code": suite.exit_code,
+            "tests": [
+                {"name": t.name, "status": t.status, "seconds": t.seconds, "cause": t.cause}
+                for t in suite.tests
+            ],
+        }
+        for suite in results
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="upstream-e2e", description="Run upstream KubeRay e2e suites against this operator."
+    )
+    parser.add_argument("suites", nargs="*", help=f"default: all of {', '.join(SUITES)}")
+    parser.add_argument("--run", help="regular expression passed to -test.run")
+    parser.add_argument("--out", type=Path, help="output directory (default: a new temp dir)")
+    parser.add_argument("--build-only", action="store_true", help="build the test binaries")
+    args = parser.parse_args(argv)
+    suites = list(args.suites) or list(SUITES)
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown:
+        parser.error(f"unknown suite(s) {', '.join(unknown)}; known: {', '.join(SUITES)}")
+    logger = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    if args.build_only:
+        for name, path in binaries.ensure([f"{s}.test" for s in suites], log=logger).items():
+            print(f"{name}\t{path}")
+        return 0
+    out = args.out or Path(
+        os.environ.get("TMPDIR", "/tmp"), f"upstream-e2e-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    results = run(suites, out.resolve(), args.run, log=logger)
+    report = out / "report.md"
+    report.write_text(markdown(results))
+    (out / "results.json").write_text(json.dumps(results_json(results), indent=2))
+    total = counts(results)
+    print(report.read_text())
+    print(f"report: {report}")
+    print(f"upstream-e2e: {total['pass']} passed, {total['fail']} failed")
+    return 1 if total["fail"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
