@@ -46,7 +46,11 @@ CONTROLLER_MANAGER = Identity(
 )
 SCHEDULER = Identity("scheduler", "system:kube-scheduler")
 KWOK = Identity("kwok", "kuberay-kwok", ("system:masters",))
-CLIENT_IDENTITIES = (ADMIN, CONTROLLER_MANAGER, SCHEDULER, KWOK)
+# The apiserver's identity towards kubelets (logs, exec, attach, port-forward), as kubeadm names it.
+KUBELET_CLIENT = Identity(
+    "apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",)
+)
+CLIENT_IDENTITIES = (ADMIN, CONTROLLER_MANAGER, SCHEDULER, KWOK, KUBELET_CLIENT)
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -67,6 +71,27 @@ def _name(cn: str, orgs: tuple[str, ...] = ()) -> x509.Name:
     attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
     attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
     return x509.Name(attrs)
+
+
+def _general_names(names: tuple[str, ...]) -> list[x509.GeneralName]:
+    out: list[x509.GeneralName] = []
+    for s in names:
+        try:
+            out.append(x509.IPAddress(ipaddress.ip_address(s)))
+        except ValueError:
+            out.append(x509.DNSName(s))
+    return out
+
+
+def _covers(cert_path: Path, key_path: Path, names: tuple[str, ...]) -> bool:
+    """Whether a serving certificate exists and names every one of ``names``."""
+    if not (cert_path.exists() and key_path.exists()):
+        return False
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    have = {str(v) for v in ext.get_values_for_type(x509.DNSName)}
+    have |= {str(v) for v in ext.get_values_for_type(x509.IPAddress)}
+    return all(s in have for s in names)
 
 
 class PKI:
@@ -134,6 +159,32 @@ class PKI:
                 )
             )
 
+    @property
+    def kubelet_cert(self) -> Path:
+        return self.dir / "kubelet.crt"
+
+    @property
+    def kubelet_key(self) -> Path:
+        return self.dir / "kubelet.key"
+
+    def ensure_kubelet_serving(self, names: tuple[str, ...]) -> None:
+        """The process runtime's kubelet serving certificate, for the node address(es) and
+        names; reissued when it does not cover them all."""
+        if _covers(self.kubelet_cert, self.kubelet_key, names):
+            return
+        ca_key = serialization.load_pem_private_key(self.ca_key.read_bytes(), None)
+        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+        ca = x509.load_pem_x509_certificate(self.ca_cert.read_bytes())
+        self._issue(
+            ca,
+            ca_key,
+            _name(f"kubelet-{names[0]}", ("system:nodes",)),
+            self.kubelet_cert,
+            self.kubelet_key,
+            client=False,
+            sans=_general_names(names),
+        )
+
     def _sans(self) -> list[str]:
         names = [
             "localhost",
@@ -148,13 +199,7 @@ class PKI:
         return names
 
     def _serving_covers_sans(self) -> bool:
-        if not (self.serving_cert.exists() and self.serving_key.exists()):
-            return False
-        cert = x509.load_pem_x509_certificate(self.serving_cert.read_bytes())
-        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        have = {str(v) for v in ext.get_values_for_type(x509.DNSName)}
-        have |= {str(v) for v in ext.get_values_for_type(x509.IPAddress)}
-        return all(s in have for s in self._sans())
+        return _covers(self.serving_cert, self.serving_key, tuple(self._sans()))
 
     def _make_ca(self) -> None:
         key = ec.generate_private_key(ec.SECP256R1())
@@ -189,12 +234,7 @@ class PKI:
         self.ca_cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
     def _make_serving(self, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey) -> None:
-        sans: list[x509.GeneralName] = []
-        for s in self._sans():
-            try:
-                sans.append(x509.IPAddress(ipaddress.ip_address(s)))
-            except ValueError:
-                sans.append(x509.DNSName(s))
+        sans = _general_names(tuple(self._sans()))
         self._issue(
             ca,
             ca_key,

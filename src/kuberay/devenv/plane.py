@@ -49,7 +49,15 @@ from kuberay.devenv.nodeagent.agent import AgentConfig
 from kuberay.devenv.nodeagent.dns import encode_name
 from kuberay.devenv.nodeagent.network import PodNetwork, allocate, release
 from kuberay.devenv.nodeagent.spec import ImageMap
-from kuberay.devenv.pki import ADMIN, CONTROLLER_MANAGER, KWOK, PKI, SCHEDULER, Identity
+from kuberay.devenv.pki import (
+    ADMIN,
+    CONTROLLER_MANAGER,
+    KUBELET_CLIENT,
+    KWOK,
+    PKI,
+    SCHEDULER,
+    Identity,
+)
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = "10.96.0.0/16"
@@ -343,6 +351,11 @@ class Plane:
             backoff_base=cfg.backoff_base,
             backoff_cap=cfg.backoff_cap,
             python=sys.executable,
+            kubelet={
+                "cert": str(self.pki.kubelet_cert),
+                "key": str(self.pki.kubelet_key),
+                "client_ca": str(self.pki.ca_cert),
+            },
         )
         self.pod_logs.mkdir(parents=True, exist_ok=True)
         path = self.network.data_dir / "agent.json"
@@ -432,6 +445,18 @@ class Plane:
             "--profiling=false",
             "--event-ttl=1h",
         ]
+        if self.process_runtime:
+            # The node agent serves the kubelet API on the Node's InternalIP (the bridge) with a
+            # certificate from the plane CA; the apiserver authenticates with its own client cert.
+            assert self.network is not None
+            names = (self.network.gateway, *(f"process-node-{i}" for i in range(cfg.process_nodes)))
+            pki.ensure_kubelet_serving(names)
+            argv += [
+                f"--kubelet-client-certificate={pki.client_cert(KUBELET_CLIENT)}",
+                f"--kubelet-client-key={pki.client_key(KUBELET_CLIENT)}",
+                f"--kubelet-certificate-authority={pki.ca_cert}",
+                "--kubelet-preferred-address-types=InternalIP",
+            ]
         if advertise.startswith("127."):
             # The `kubernetes` Service cannot have a loopback endpoint; nothing in a KWOK plane
             # dials it, so do not keep retrying an invalid write.

@@ -7,7 +7,10 @@ as processes in their own mount and PID namespaces, volumes bind-mounted for tha
 probes, restarts, status and graceful deletion (``pod.py``), and a cluster DNS (``dns.py``).
 Images map to local Python environments (``spec.py``); the host network is in ``network.py``.
 
-Container logs are files, one per container instance: ``container_log()`` reads the current one.
+Container logs are files, one per container instance: ``container_log()`` reads the current one;
+``containerlog.py`` adds a per-line timestamp index beside each. The agent also serves the
+kubelet API (``kubelet.py``: logs, exec, attach, port-forward over SPDY/3.1, see ``spdy.py`` and
+``streams.py``), so ``kubectl logs/exec/attach/port-forward`` work against process nodes.
 
 Invariants: every process of a pod dies with the agent (PDEATHSIG chain and PID namespaces);
 namespaces and veths belong to processes, so they vanish with them; the plane's bridge and state

@@ -35,6 +35,7 @@ from typing import Any
 import aiohttp
 
 from kuberay.devenv.nodeagent.dns import ClusterRecords, DnsServer
+from kuberay.devenv.nodeagent.kubelet import DEFAULT_PORT, KubeletServer, KubeletTLS, PodLookup
 from kuberay.devenv.nodeagent.network import NetworkError, PodNetwork, ip
 from kuberay.devenv.nodeagent.pod import PodWorker
 from kuberay.devenv.nodeagent.spec import ImageMap, PodFacts
@@ -76,6 +77,9 @@ class AgentConfig:
     backoff_base: float = 1.0
     backoff_cap: float = 10.0
     python: str = sys.executable
+    # Kubelet API (logs, exec, attach, port-forward): serving cert/key, the CA that signs the
+    # apiserver's client certificate, and the port to try first.
+    kubelet: dict[str, Any] = field(default_factory=dict)
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(self.__dict__, indent=2))
@@ -134,6 +138,7 @@ class Agent:
         self.http: aiohttp.ClientSession
         self.recorders: dict[str, EventRecorder] = {}
         self.kubelet_version = "v0.0.0"
+        self.kubelet_port = 0
 
     # ------------------------------------------------------------------ helpers for workers
     def pod_log_dir(self, namespace: str, name: str, uid: str) -> Path:
@@ -252,7 +257,7 @@ class Agent:
                 {"type": "InternalIP", "address": self.network.gateway},
                 {"type": "Hostname", "address": name},
             ],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self.kubelet_port or 10250}},
             "nodeInfo": {
                 "machineID": self.network.id,
                 "systemUUID": self.network.id,
@@ -382,7 +387,20 @@ class Agent:
         )
         dns = DnsServer(self.network.gateway, self.config.dns_port, records.lookup)
         tasks: list[asyncio.Task[Any]] = []
+        kubelet: KubeletServer | None = None
         try:
+            if self.config.kubelet:
+                kubelet = KubeletServer(
+                    PodLookup(lambda: list(self.workers.values()), Path(self.config.log_dir)),
+                    KubeletTLS(
+                        self.config.kubelet["cert"],
+                        self.config.kubelet["key"],
+                        self.config.kubelet["client_ca"],
+                    ),
+                    self.network.gateway,
+                    int(self.config.kubelet.get("port", DEFAULT_PORT)),
+                )
+                self.kubelet_port = await kubelet.start()
             for attempt in range(60):
                 try:
                     await self.register()
@@ -435,6 +453,8 @@ class Agent:
             for informer in self.informers:
                 await informer.stop()
             await dns.stop()
+            if kubelet is not None:
+                await kubelet.stop()
             for recorder in self.recorders.values():
                 await recorder.stop(0.5)
             await self.http.close()

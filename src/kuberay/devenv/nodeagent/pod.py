@@ -32,13 +32,14 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kuberay.devenv.nodeagent import probes, spec
+from kuberay.devenv.nodeagent import containerlog, probes, spec
 from kuberay.devenv.nodeagent.network import NetworkError
 from kuberay.runtime.client import CONFIGMAPS, PODS, SECRETS
 from kuberay.runtime.errors import ApiError, NotFound
@@ -149,6 +150,7 @@ class Container:
     kill_reason: str = ""
     container_id: str = ""
     image_id: str = ""
+    output: asyncio.Task[None] | None = None  # files the current instance's log
 
     @property
     def name(self) -> str:
@@ -629,7 +631,7 @@ class PodWorker:
         cdir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{c.name}.log"
         if c.restart_count and log_path.exists():
-            os.replace(log_path, self.log_dir / f"{c.name}.{c.restart_count - 1}.log")
+            containerlog.rotate(log_path, self.log_dir / f"{c.name}.{c.restart_count - 1}.log")
         old_tmp = cdir / f"{c.name}-tmp-{c.restart_count - 1}"
         if old_tmp.exists():
             await asyncio.to_thread(shutil.rmtree, old_tmp, True)
@@ -644,13 +646,22 @@ class PodWorker:
             "env": c.env,
             "cwd": c.working_dir,
         }
-        log_fd = _open_log(log_path)
+        output = containerlog.LogPipe(log_path)
         try:
             proc, lines = await _spawn_launcher(
-                self.agent.python, "container", cdir / f"{c.name}.json", payload, log_fd
+                self.agent.python,
+                "container",
+                cdir / f"{c.name}.json",
+                payload,
+                output.write_fd,
+                # Kept open for `kubectl attach -i` (spec.containers[].stdin).
+                stdin=subprocess.PIPE if c.spec.get("stdin") else subprocess.DEVNULL,
             )
-        finally:
-            os.close(log_fd)
+        except BaseException:
+            output.abort()
+            raise
+        output.close_write_end()
+        c.output = self._spawn(output.run(), f"log-{c.name}")
         c.proc = proc
         for line in lines:
             if line.startswith("created "):
@@ -759,6 +770,10 @@ class PodWorker:
             rc = await proc.wait()
         finally:
             prober.cancel()
+        if c.output is not None:
+            # The whole output is on disk before the status says the container ended.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(c.output), 2)
         return rc if rc >= 0 else 128 - rc
 
     async def _probe_loop(self, c: Container) -> None:
