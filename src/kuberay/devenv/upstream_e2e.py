@@ -14,14 +14,15 @@ Gateway API CRDs, start our operator with the feature gates upstream's CI enable
 events into one result per top-level test.
 
 Invariants and failure modes:
-- Tests listed in ``NOT_RUNNABLE`` are never started (``-test.skip``); they are reported as "not
-  runnable" with the reason, so the report always accounts for every top-level test.
+- Tests listed in ``NOT_RUNNABLE`` are never started; they are reported as "not runnable" with
+  the reason, so the report always accounts for every top-level test.
+- Each top-level test runs in its own test-binary process (``-test.run=^Name$``): a panic or a
+  ``-test.timeout`` ends that test only, and is reported as its failure.
 - The binaries run with their working directory at the Go module cache root: they are built with
   ``-trimpath``, so ``sampleyaml`` finds upstream's ``config/samples`` through the module path it
   records (``github.com/ray-project/kuberay/ray-operator@v1.6.1/...``), relative to it.
-- A suite whose binary dies (panic, ``-test.timeout``) marks every test it had not finished as
-  failed with that cause; the plane and operator are always stopped, and the operator's log and
-  the plane's logs stay in the output directory.
+- The plane and operator are always stopped (also on SIGTERM), and the operator's log and the
+  plane's logs stay in the output directory.
 - Exit status (``main``): 0 only when no test failed.
 """
 
@@ -32,6 +33,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -178,10 +180,6 @@ def list_tests(binary: Path) -> list[str]:
     return [line for line in proc.stdout.split() if line.startswith(("Test", "Example"))]
 
 
-def _skip_regex(names: Iterable[str]) -> str:
-    return "|".join(f"^{re.escape(n)}$" for n in sorted(names))
-
-
 def run_suite(
     suite: str,
     binary: Path,
@@ -189,47 +187,61 @@ def run_suite(
     env: dict[str, str],
     out_dir: Path,
     run: str | None = None,
-    timeout: str = "90m",
+    timeout: str = "30m",
 ) -> SuiteResult:
-    """Runs one suite binary under test2json; ``out_dir/<suite>.json`` keeps the raw events."""
-    skipped = {key.split("/", 1)[1] for key in NOT_RUNNABLE if key.split("/", 1)[0] == suite}
-    argv = [go, "tool", "test2json", "-t", "-p", suite, str(binary), "-test.v=test2json"]
-    argv += [f"-test.timeout={timeout}", "-test.count=1"]
-    if run:
-        argv.append(f"-test.run={run}")
-    if skipped:
-        argv.append(f"-test.skip={_skip_regex(skipped)}")
-    raw = out_dir / f"{suite}.json"
-    start = time.monotonic()
-    with raw.open("w") as sink:
-        proc = subprocess.Popen(
-            argv,
-            cwd=_module_cache(go),
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sink.write(line)
-            sink.flush()
-            _progress(suite, line)
-        code = proc.wait()
-    result = parse_events(suite, read_events(raw.read_text().splitlines()))
-    result.exit_code = code
-    if not result.seconds:
-        result.seconds = time.monotonic() - start
+    """Runs each top-level test of one suite binary in its own process under test2json.
+
+    One process per test: several upstream tests end in ``panic`` when a subtest calls FailNow
+    on its parent, which would otherwise take every later test of the suite down with it.
+    ``out_dir/<suite>.json`` keeps the raw events of all of them.
+    """
     wanted = re.compile(run) if run else None
-    for name in list_tests(binary):
-        if name in skipped and (wanted is None or wanted.search(name)):
-            result.tests.append(
-                TestResult(suite, name, "not runnable", cause=NOT_RUNNABLE[f"{suite}/{name}"])
+    names = [n for n in list_tests(binary) if wanted is None or wanted.search(n)]
+    result = SuiteResult(suite, exit_code=0)
+    raw = out_dir / f"{suite}.json"
+    raw.write_text("")
+    cwd = _module_cache(go)
+    for name in names:
+        reason = NOT_RUNNABLE.get(f"{suite}/{name}")
+        if reason is not None:
+            result.tests.append(TestResult(suite, name, "not runnable", cause=reason))
+            continue
+        argv = [go, "tool", "test2json", "-t", "-p", suite, str(binary), "-test.v=test2json"]
+        argv += [f"-test.timeout={timeout}", "-test.count=1", f"-test.run=^{re.escape(name)}$"]
+        lines: list[str] = []
+        start = time.monotonic()
+        with raw.open("a") as sink:
+            # Its own process group: an interrupted run ends go, test2json and the test binary.
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
             )
-    if code != 0 and not any(t.status == "fail" for t in result.tests):
-        result.tests.append(
-            TestResult(suite, "(suite)", "fail", cause=f"test binary exited with {code}")
-        )
+            assert proc.stdout is not None
+            try:
+                for line in proc.stdout:
+                    sink.write(line)
+                    sink.flush()
+                    lines.append(line)
+                    _progress(suite, line)
+                code = proc.wait()
+            except BaseException:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise
+        seconds = time.monotonic() - start
+        result.seconds += seconds
+        tests = parse_events(suite, read_events(lines)).tests
+        if not tests:
+            tail = failure_cause(lines[-20:])
+            tests = [TestResult(suite, name, "fail", seconds, f"exit {code} before it ran: {tail}")]
+        if code != 0:
+            result.exit_code = code
+        result.tests.extend(tests)
     return result
 
 
@@ -394,6 +406,10 @@ def markdown(results: Sequence[SuiteResult], title: str = "Upstream e2e run") ->
     return "\n".join(lines) + "\n"
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def results_json(results: Sequence[SuiteResult]) -> list[dict[str, Any]]:
     """Machine-readable results (``results.json``): what a caller such as the CI slice asserts."""
     return [
@@ -424,6 +440,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown suite(s) {', '.join(unknown)}; known: {', '.join(SUITES)}")
     logger = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    # SIGTERM unwinds like Ctrl-C so that the plane's bridge and the pods are cleaned up.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     if args.build_only:
         for name, path in binaries.ensure([f"{s}.test" for s in suites], log=logger).items():
             print(f"{name}\t{path}")
