@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from kuberay.devenv import binaries, upstream_e2e
@@ -87,7 +89,7 @@ def test_report_counts_every_state() -> None:
     nr = upstream_e2e.TestResult("e2e", "TestC", "not runnable", cause="needs a TPU")
     text = markdown([upstream_e2e.SuiteResult("e2e", 120.0, 1, [ok, bad, nr])])
     assert "3 top-level tests: 1 passed, 1 failed, 0 skipped by the test itself, 1 not" in text
-    assert "| e2e | 3 | 1 | 1 | 0 | 1 | 2.0 |" in text
+    assert "| e2e | 3 | 1 | 1 | 0 | 1 | 0 | 2.0 |" in text
     assert "a \\| b" in text  # a cause never breaks the table
 
 
@@ -106,3 +108,19 @@ def test_suites_are_on_demand_test_binaries() -> None:
     assert comp.version == binaries.GO_OPERATOR_VERSION
     assert set(comp.packages) == {f"{s}.test" for s in upstream_e2e.SUITES}
     assert not set(comp.packages) & set(binaries.ALL_BINARIES)
+
+
+def test_results_round_trip_through_json(tmp_path: Path) -> None:
+    suite = upstream_e2e.SuiteResult(
+        "e2erayjob",
+        61.5,
+        1,
+        [
+            upstream_e2e.TestResult("e2erayjob", "TestRayJob", "pass", 60.0),
+            upstream_e2e.TestResult("e2erayjob", "TestRayJobRetry", "fail", 1.5, cause="x"),
+        ],
+    )
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(upstream_e2e.results_json([suite])))
+    [back] = upstream_e2e.load_results(path)
+    assert back == suite

@@ -18,9 +18,9 @@ Invariants and failure modes:
   the reason, so the report always accounts for every top-level test.
 - Each top-level test runs in its own test-binary process (``-test.run=^Name$``): a panic or a
   ``-test.timeout`` ends that test only, and is reported as its failure.
-- The binaries run with their working directory at the Go module cache root: they are built with
-  ``-trimpath``, so ``sampleyaml`` finds upstream's ``config/samples`` through the module path it
-  records (``github.com/ray-project/kuberay/ray-operator@v1.6.1/...``), relative to it.
+- Each binary runs in its package's directory in the Go module cache (``testdata/`` is read
+  relative to it), but ``sampleyaml`` at the module cache root: built with ``-trimpath``, it finds
+  upstream's ``config/samples`` through the module-relative path it records.
 - The plane and operator are always stopped (also on SIGTERM), and the operator's log and the
   plane's logs stay in the output directory.
 - Exit status (``main``): 0 only when no test failed.
@@ -93,7 +93,7 @@ NOT_RUNNABLE: dict[str, str] = {
 class TestResult:
     suite: str
     name: str
-    status: str  # "pass", "fail", "skip" (t.Skip), "not runnable"
+    status: str  # "pass", "fail", "skip" (t.Skip), "not runnable", "not run" (not reached)
     seconds: float = 0.0
     cause: str = ""
     output: list[str] = field(default_factory=list)
@@ -220,12 +220,14 @@ def run_suite(
     result = SuiteResult(suite, exit_code=0)
     raw = out_dir / f"{suite}.json"
     raw.write_text("")
-    cwd = _module_cache(go)
+    cwd = _suite_dir(go, suite)
     for name in names:
         reason = NOT_RUNNABLE.get(f"{suite}/{name}")
         if reason is not None:
             result.tests.append(TestResult(suite, name, "not runnable", cause=reason))
             continue
+        # Again before each test: a plane that created it for a mount point removes it on stop.
+        Path(RAY_HOME).mkdir(parents=True, exist_ok=True)
         argv = [go, "tool", "test2json", "-t", "-p", suite, str(binary), "-test.v=test2json"]
         argv += [f"-test.timeout={timeout}", "-test.count=1", f"-test.run=^{re.escape(name)}$"]
         subs = _not_runnable_subtests(suite, name)
@@ -292,9 +294,17 @@ def _progress(suite: str, line: str) -> None:
         print(f"[{suite}] {ev['Action'].upper()} {test} ({ev.get('Elapsed', 0)}s)", flush=True)
 
 
-def _module_cache(go: str) -> str:
+def _suite_dir(go: str, suite: str) -> str:
+    """The working directory of a suite's binary: its package directory, as ``go test`` does
+    (tests read ``testdata/`` relative to it), except ``sampleyaml``, which finds
+    ``config/samples`` from its own source path; built with ``-trimpath`` that path is
+    module-relative (``github.com/...@v1.6.1/test/sampleyaml``), so it runs from the module
+    cache root."""
     out = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True)
-    return out.stdout.strip()
+    cache = out.stdout.strip()
+    if suite == "sampleyaml":
+        return cache
+    return str(Path(cache, f"{MODULE}@{binaries.GO_OPERATOR_VERSION}", "test", suite))
 
 
 def pod_python_env(directory: Path) -> Path:
@@ -347,7 +357,9 @@ def image_map(path: Path, python_env: Path) -> Path:
     image: tests run files by relative path (``python samples/x.py``) from there. ``redis`` runs
     the host's ``redis-server`` (the GCS fault-tolerance tests' external Redis).
 
-    ``/home/ray`` is created on the host: the process runtime's containers share its file system.
+    ``/home/ray`` is created on the host (the process runtime's containers share its file
+    system), and again before each test since any plane that created it as a mount point's
+    parent removes it when it stops.
     """
     Path(RAY_HOME).mkdir(parents=True, exist_ok=True)
     data = {
@@ -420,7 +432,7 @@ def run(
 
 # ---------------------------------------------------------------------- report
 def counts(results: Iterable[SuiteResult]) -> dict[str, int]:
-    out = {"pass": 0, "fail": 0, "skip": 0, "not runnable": 0}
+    out = {"pass": 0, "fail": 0, "skip": 0, "not runnable": 0, "not run": 0}
     for suite in results:
         for test in suite.tests:
             out[test.status] = out.get(test.status, 0) + 1
@@ -434,16 +446,17 @@ def markdown(results: Sequence[SuiteResult], title: str = "Upstream e2e run") ->
         f"# {title}",
         "",
         f"{n} top-level tests: {total['pass']} passed, {total['fail']} failed, "
-        f"{total['skip']} skipped by the test itself, {total['not runnable']} not runnable here.",
+        f"{total['skip']} skipped by the test itself, {total['not runnable']} not runnable here"
+        + (f", {total['not run']} not run." if total["not run"] else "."),
         "",
-        "| suite | tests | passed | failed | skipped | not runnable | minutes |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| suite | tests | passed | failed | skipped | not runnable | not run | minutes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for suite in results:
         c = counts([suite])
         lines.append(
             f"| {suite.suite} | {len(suite.tests)} | {c['pass']} | {c['fail']} | {c['skip']} | "
-            f"{c['not runnable']} | {suite.seconds / 60:.1f} |"
+            f"{c['not runnable']} | {c['not run']} | {suite.seconds / 60:.1f} |"
         )
     lines += ["", "| suite | test | result | seconds | cause |", "| --- | --- | --- | --- | --- |"]
     for suite in results:
@@ -475,6 +488,47 @@ def results_json(results: Sequence[SuiteResult]) -> list[dict[str, Any]]:
     ]
 
 
+def load_results(path: Path) -> list[SuiteResult]:
+    """The inverse of ``results_json`` (to merge the reports of several runs into one)."""
+    return [
+        SuiteResult(
+            suite["suite"],
+            float(suite["seconds"]),
+            suite["exit_code"],
+            [
+                TestResult(suite["suite"], t["name"], t["status"], float(t["seconds"]), t["cause"])
+                for t in suite["tests"]
+            ],
+        )
+        for suite in json.loads(path.read_text())
+    ]
+
+
+def complete(results: Sequence[SuiteResult]) -> list[SuiteResult]:
+    """Every suite and top-level test, in suite order: those no run reached are "not run" (the
+    test lists come from the built binaries, ``-test.list``)."""
+    paths = binaries.ensure([f"{s}.test" for s in SUITES])
+    by_suite: dict[str, SuiteResult] = {}
+    for res in results:
+        into = by_suite.setdefault(res.suite, SuiteResult(res.suite, exit_code=0))
+        into.seconds += res.seconds
+        into.tests.extend(res.tests)
+    out = []
+    for suite in SUITES:
+        res = by_suite.get(suite, SuiteResult(suite))
+        seen = {t.name for t in res.tests}
+        for name in list_tests(paths[f"{suite}.test"]):
+            if name in seen:
+                continue
+            reason = NOT_RUNNABLE.get(f"{suite}/{name}")
+            if reason is not None:
+                res.tests.append(TestResult(suite, name, "not runnable", cause=reason))
+            else:
+                res.tests.append(TestResult(suite, name, "not run", cause="not reached by the run"))
+        out.append(res)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="upstream-e2e", description="Run upstream KubeRay e2e suites against this operator."
@@ -483,7 +537,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run", help="regular expression passed to -test.run")
     parser.add_argument("--out", type=Path, help="output directory (default: a new temp dir)")
     parser.add_argument("--build-only", action="store_true", help="build the test binaries")
+    parser.add_argument(
+        "--report-from",
+        type=Path,
+        nargs="+",
+        metavar="DIR",
+        help="print one report merged from earlier runs' results.json (runs nothing)",
+    )
     args = parser.parse_args(argv)
+    if args.report_from:
+        merged = [s for d in args.report_from for s in load_results(d / "results.json")]
+        print(markdown(complete(merged)), end="")
+        return 0
     suites = list(args.suites) or list(SUITES)
     unknown = [s for s in suites if s not in SUITES]
     if unknown:
