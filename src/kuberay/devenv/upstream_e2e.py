@@ -408,7 +408,10 @@ def run(
     out_dir: Path,
     run_filter: str | None = None,
     log: Any = print,
+    results: list[SuiteResult] | None = None,
 ) -> list[SuiteResult]:
+    """Runs ``suites``; each finished suite is appended to ``results`` as soon as it ends, so an
+    interrupted caller still has them."""
     out_dir.mkdir(parents=True, exist_ok=True)
     tests_bin = binaries.ensure([f"{s}.test" for s in suites], log=log)
     kubectl = binaries.ensure(["kubectl"], log=log)["kubectl"]
@@ -419,7 +422,7 @@ def run(
         image_map=image_map(out_dir / "images.json", pod_python_env(out_dir / "pod-python")),
         log=log,
     )
-    results: list[SuiteResult] = []
+    results = [] if results is None else results
     with running_plane(config) as plane:
         asyncio.run(_install(plane.kubeconfig))
         # On the host, cluster DNS names do not resolve: the operator reaches dashboards through
@@ -586,7 +589,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or Path(
         os.environ.get("TMPDIR", "/tmp"), f"upstream-e2e-{time.strftime('%Y%m%d-%H%M%S')}"
     )
-    results = run(suites, out.resolve(), args.run, log=logger)
+    results: list[SuiteResult] = []
+    interrupted = False
+    try:
+        run(suites, out.resolve(), args.run, log=logger, results=results)
+    except KeyboardInterrupt:
+        interrupted = True  # report the suites that finished, then fail
     report = out / "report.md"
     report.write_text(markdown(results))
     (out / "results.json").write_text(json.dumps(results_json(results), indent=2))
@@ -594,7 +602,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report.read_text())
     print(f"report: {report}")
     print(f"upstream-e2e: {total['pass']} passed, {total['fail']} failed")
-    return 1 if total["fail"] else 0
+    return 1 if total["fail"] or interrupted else 0
 
 
 if __name__ == "__main__":
