@@ -129,7 +129,7 @@ class SuiteResult:
 
 
 # ---------------------------------------------------------------------- go test -json parsing
-_ERROR_LINE = re.compile(r"^\s*(Error:|Messages:|Expected|Timed out|panic:|\S+\.go:\d+: )")
+_ERROR_LINE = re.compile(r"^\s*(Error:|Timed out|Expected|panic:|--- FAIL)")
 
 
 def failure_cause(output: Iterable[str], limit: int = 400) -> str:
@@ -140,9 +140,9 @@ def failure_cause(output: Iterable[str], limit: int = 400) -> str:
     needs, the rest (object dumps) is in the run log.
     """
     lines = [line.rstrip() for line in output if line.strip()]
-    lines = [line for line in lines if not line.lstrip().startswith(("=== ", "--- "))]
+    lines = [line for line in lines if not line.lstrip().startswith(("=== ", "--- PASS"))]
     for i, line in enumerate(lines):
-        if _ERROR_LINE.match(line) and "Error Trace" not in line:
+        if _ERROR_LINE.match(line):
             text = " ".join(part.strip() for part in lines[i : i + 4])
             return _clip(text, limit)
     return _clip(lines[-1].strip(), limit) if lines else ""
