@@ -390,8 +390,13 @@ def image_map(path: Path, python_env: Path) -> Path:
             "home": RAY_HOME,
         },
         # The image's entrypoint script turns protected mode off (without a password Redis
-        # would refuse every client that is not on loopback).
-        "redis:": {"entrypoint": ["redis-server", "--protected-mode", "no"]},
+        # would refuse every client that is not on loopback). Its working directory (where Redis
+        # saves and reloads dump.rdb) is the container's own /tmp: on the host's / every Redis
+        # would load the keys the previous one saved, as a fresh image's /data never does.
+        "redis:": {
+            "entrypoint": ["redis-server", "--protected-mode", "no"],
+            "working_dir": "/tmp",
+        },
     }
     path.write_text(json.dumps(data, indent=2))
     return path
