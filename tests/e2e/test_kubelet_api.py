@@ -223,6 +223,32 @@ async def test_exec_stdin_without_tty(env: Env) -> None:
     assert out.stdout.decode().strip() == hashlib.sha256(payload).hexdigest()
 
 
+async def test_exec_is_killed_when_the_client_goes_away(env: Env) -> None:
+    async def sleepers() -> int:
+        out = await env.run(
+            "exec", "ticker", "--", "sh", "-c", "ps -eo args | grep -c '^sleep 7777'"
+        )
+        return int(out.stdout.decode().strip() or 0)
+
+    proc = await asyncio.create_subprocess_exec(
+        *env.argv("exec", "ticker", "--", "sleep", "7777"), stdout=asyncio.subprocess.DEVNULL
+    )
+    try:
+        async with asyncio.timeout(30):
+            while True:  # the command runs in the container
+                if await sleepers() == 1:
+                    break
+                await asyncio.sleep(0.3)
+    finally:
+        proc.kill()
+        await proc.wait()
+    async with asyncio.timeout(30):
+        while True:  # and is gone once kubectl (and so the connection) is
+            if await sleepers() == 0:
+                break
+            await asyncio.sleep(0.3)
+
+
 def _run_in_pty(
     argv: list[str], script: bytes, rows: int, cols: int, timeout: float
 ) -> tuple[int, str]:

@@ -37,6 +37,7 @@ import logging
 import os
 import pty
 import shutil
+import signal
 import socket
 import ssl
 import struct
@@ -260,7 +261,7 @@ class KubeletServer:
             if parts[0] == "healthz":
                 await respond(writer, 200, "ok")
             elif parts[0] == "containerLogs" and len(parts) == 4:
-                await self.container_logs(req, writer, *parts[1:])
+                await self.container_logs(req, reader, writer, *parts[1:])
             elif parts[0] in ("exec", "attach") and len(parts) in (4, 5):
                 verb, ns, pod, container = parts[0], parts[1], parts[2], parts[-1]
                 await self.remote_command(req, reader, writer, verb, ns, pod, container)
@@ -305,7 +306,13 @@ class KubeletServer:
         return path, c
 
     async def container_logs(
-        self, req: Request, writer: asyncio.StreamWriter, namespace: str, pod: str, name: str
+        self,
+        req: Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        namespace: str,
+        pod: str,
+        name: str,
     ) -> None:
         path, c = self._log_file(req, namespace, pod, name)
         query = _log_query(req)
@@ -320,15 +327,23 @@ class KubeletServer:
         if follow:
             assert c is not None
             instance = c.container_id
-            while True:
-                running = (
-                    c.proc is not None and c.proc.returncode is None and c.container_id == instance
-                )
-                # After the instance ended, one more read: the log task files its last output.
-                await asyncio.sleep(FOLLOW_POLL)
-                chunk = await asyncio.to_thread(containerlog.read_lines, path, chunk.end)
-                if not await out.emit_all(chunk.lines) or not running:
-                    break
+            # The caller going away (EOF; nothing else is sent on this connection) ends a follow
+            # even while the container stays quiet.
+            gone = asyncio.ensure_future(reader.read(1))
+            try:
+                while not gone.done():
+                    running = (
+                        c.proc is not None
+                        and c.proc.returncode is None
+                        and c.container_id == instance
+                    )
+                    # After the instance ended, one more read: the log task files its last output.
+                    await asyncio.wait({gone}, timeout=FOLLOW_POLL)
+                    chunk = await asyncio.to_thread(containerlog.read_lines, path, chunk.end)
+                    if not await out.emit_all(chunk.lines) or not running:
+                        break
+            finally:
+                gone.cancel()
         if chunk.partial is not None and (
             query.since_ns is None or chunk.partial.time_ns >= query.since_ns
         ):
@@ -340,7 +355,9 @@ class KubeletServer:
         req: Request,
         writer: asyncio.StreamWriter,
         supported: tuple[str, ...],
-    ) -> str:
+    ) -> str | None:
+        """Answers 101 and returns the negotiated protocol; None when no protocol is shared (the
+        403 is then already sent)."""
         upgrade = " ".join(req.header("upgrade")).lower()
         connection = " ".join(req.header("connection")).lower()
         if "spdy/3.1" not in upgrade or "upgrade" not in connection:
@@ -358,7 +375,7 @@ class KubeletServer:
                 f"server accepts {list(supported)}",
                 extra,
             )
-            raise HTTPFailure(0, "negotiation failed")
+            return None
         await send_head(
             writer,
             101,
@@ -393,12 +410,9 @@ class KubeletServer:
             raise HTTPFailure(400, "you must specify a command to exec")
         if verb == "attach" and opts.stdin and (c.proc is None or c.proc.stdin is None):
             opts.stdin = False  # kubelet: stdin is ignored for a container without stdin: true
-        try:
-            protocol = await self._upgrade(req, writer, streams.REMOTECOMMAND_PROTOCOLS)
-        except HTTPFailure as exc:
-            if exc.status == 0:
-                return
-            raise
+        protocol = await self._upgrade(req, writer, streams.REMOTECOMMAND_PROTOCOLS)
+        if protocol is None:
+            return
         chans = streams.CommandStreams(protocol, opts)
         session = Session(reader, writer, accept=chans.accept, on_stream=chans.on_stream)
         serving = asyncio.create_task(session.serve())
@@ -409,7 +423,7 @@ class KubeletServer:
                 log.warning("%s %s/%s: client did not open its streams", verb, namespace, pod)
                 return
             if verb == "exec":
-                status = await self._run_exec(chans, worker, c, command)
+                status = await self._run_exec(chans, session, c, command)
             else:
                 status = await self._run_attach(chans, session, worker, c)
             await chans.finish_output()
@@ -425,7 +439,7 @@ class KubeletServer:
             await session.close()
 
     async def _run_exec(
-        self, chans: streams.CommandStreams, worker: PodWorker, c: Container, command: list[str]
+        self, chans: streams.CommandStreams, session: Session, c: Container, command: list[str]
     ) -> streams.StatusDict:
         argv = probes.nsenter_argv(c.init_pid, c.working_dir or "/", command)
         argv[0] = shutil.which("nsenter") or "nsenter"
@@ -433,7 +447,7 @@ class KubeletServer:
         opts = chans.opts
         if opts.tty:
             env.setdefault("TERM", "xterm")
-            return await self._exec_tty(chans, argv, env, command)
+            return await self._exec_tty(chans, session, argv, env, command)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -454,7 +468,7 @@ class KubeletServer:
             target = chans.get(kind)
             if target is not None and source is not None:
                 pumps.append(asyncio.create_task(streams.copy_reader_to_stream(source, target)))
-        code = await proc.wait()
+        code = await _wait_or_hang_up(proc, session, lambda: None)
         await _settle(pumps)
         if feeder is not None:
             feeder.cancel()
@@ -463,6 +477,7 @@ class KubeletServer:
     async def _exec_tty(
         self,
         chans: streams.CommandStreams,
+        session: Session,
         argv: list[str],
         env: dict[str, str],
         command: list[str],
@@ -499,7 +514,7 @@ class KubeletServer:
             tasks.append(asyncio.create_task(streams.copy_stream_to(stdin, term.write)))
         stdout = chans.get("stdout")
         reader = asyncio.create_task(term.copy_to(stdout))
-        code = await proc.wait()
+        code = await _wait_or_hang_up(proc, session, term.close)
         await _settle([reader])
         for task in tasks:
             task.cancel()
@@ -557,12 +572,8 @@ class KubeletServer:
         if sandbox is None or sandbox.returncode is not None:
             raise HTTPFailure(400, f'pod "{pod}" has no running sandbox')
         netns = f"/proc/{sandbox.pid}/ns/net"
-        try:
-            await self._upgrade(req, writer, (streams.PORTFORWARD_PROTOCOL,))
-        except HTTPFailure as exc:
-            if exc.status == 0:
-                return
-            raise
+        if await self._upgrade(req, writer, (streams.PORTFORWARD_PROTOCOL,)) is None:
+            return
 
         async def dial(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
             return await dial_in_netns(netns, port)
@@ -604,6 +615,7 @@ class _Terminal:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.loop = asyncio.get_running_loop()
+        self._waiters: set[Callable[[], None]] = set()
 
     def resize(self, width: int, height: int) -> None:
         if width > 0 and height > 0:
@@ -616,15 +628,19 @@ class _Terminal:
             if not fut.done():
                 fut.set_result(None)
 
-        add(self.fd, ready)
+        fd = self.fd
+        add(fd, ready)
+        self._waiters.add(ready)
         try:
             await fut
         finally:
-            remove(self.fd)
+            self._waiters.discard(ready)
+            if self.fd == fd:
+                remove(fd)
 
     async def write(self, data: bytes) -> None:
         view = memoryview(data)
-        while view:
+        while view and self.fd >= 0:
             try:
                 n = os.write(self.fd, view)
                 view = view[n:]
@@ -632,7 +648,7 @@ class _Terminal:
                 await self._wait(self.loop.add_writer, self.loop.remove_writer)
 
     async def copy_to(self, stream: Stream | None) -> None:
-        while True:
+        while self.fd >= 0:
             try:
                 data = os.read(self.fd, 32 * 1024)
             except BlockingIOError:
@@ -647,8 +663,32 @@ class _Terminal:
                     await stream.write(data)
 
     def close(self) -> None:
+        """Idempotent: the fd number must not be closed twice (it may be reused meanwhile)."""
+        if self.fd < 0:
+            return
+        fd, self.fd = self.fd, -1
+        self.loop.remove_reader(fd)
+        self.loop.remove_writer(fd)
+        for wake in list(self._waiters):
+            wake()
         with contextlib.suppress(OSError):
-            os.close(self.fd)
+            os.close(fd)
+
+
+async def _wait_or_hang_up(
+    proc: asyncio.subprocess.Process, session: Session, hang_up: Callable[[], None]
+) -> int:
+    """The command's exit code; if the client goes away first, the command is hung up on (its
+    terminal closed) and killed with its process group, as nobody can talk to it any more."""
+    exited = asyncio.ensure_future(proc.wait())
+    closed = asyncio.ensure_future(session.closed.wait())
+    await asyncio.wait({exited, closed}, return_when=asyncio.FIRST_COMPLETED)
+    closed.cancel()
+    if not exited.done():
+        hang_up()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return await exited
 
 
 async def _feed_writer(
