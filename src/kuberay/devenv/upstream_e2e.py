@@ -247,8 +247,9 @@ def run_suite(
         if reason is not None:
             result.tests.append(TestResult(suite, name, "not runnable", cause=reason))
             continue
-        # Again before each test: a plane that created it for a mount point removes it on stop.
-        Path(RAY_HOME).mkdir(parents=True, exist_ok=True)
+        # Again before each test: a plane that created one for a mount point removes it on stop.
+        for directory in IMAGE_DIRS:
+            Path(directory).mkdir(parents=True, exist_ok=True)
         argv = [go, "tool", "test2json", "-t", "-p", suite, str(binary), "-test.v=test2json"]
         argv += [f"-test.timeout={timeout}", "-test.count=1", f"-test.run=^{re.escape(name)}$"]
         subs = _not_runnable_subtests(suite, name)
@@ -371,6 +372,9 @@ def pod_python_env(directory: Path) -> Path:
 
 
 RAY_HOME = "/home/ray"  # the rayproject/ray images' HOME and working directory
+# Directories the suites' images have that their pods rely on, made on the host: /home/ray, and
+# the redis image's /data (the samples' redis.conf says `dir /data`).
+IMAGE_DIRS = (RAY_HOME, "/data")
 
 
 def image_map(path: Path, python_env: Path) -> Path:
@@ -382,7 +386,8 @@ def image_map(path: Path, python_env: Path) -> Path:
     system), and again before each test since any plane that created it as a mount point's
     parent removes it when it stops.
     """
-    Path(RAY_HOME).mkdir(parents=True, exist_ok=True)
+    for directory in IMAGE_DIRS:
+        Path(directory).mkdir(parents=True, exist_ok=True)
     data = {
         "rayproject/ray": {
             "python_env": str(python_env),
@@ -537,13 +542,18 @@ def load_results(path: Path) -> list[SuiteResult]:
 
 def complete(results: Sequence[SuiteResult]) -> list[SuiteResult]:
     """Every suite and top-level test, in suite order: those no run reached are "not run" (the
-    test lists come from the built binaries, ``-test.list``)."""
+    test lists come from the built binaries, ``-test.list``). A test in several runs keeps the
+    result of the last one (a rerun after a fix); a suite's minutes are the sum of its tests'."""
     paths = binaries.ensure([f"{s}.test" for s in SUITES])
-    by_suite: dict[str, SuiteResult] = {}
+    latest: dict[tuple[str, str], TestResult] = {}
     for res in results:
-        into = by_suite.setdefault(res.suite, SuiteResult(res.suite, exit_code=0))
-        into.seconds += res.seconds
-        into.tests.extend(res.tests)
+        for test in res.tests:
+            latest[(res.suite, test.name)] = test
+    by_suite: dict[str, SuiteResult] = {}
+    for (suite, _), test in latest.items():
+        into = by_suite.setdefault(suite, SuiteResult(suite, exit_code=0))
+        into.seconds += test.seconds
+        into.tests.append(test)
     out = []
     for suite in SUITES:
         res = by_suite.get(suite, SuiteResult(suite))
