@@ -93,6 +93,8 @@ NOT_RUNNABLE: dict[str, str] = {
         )
     },
     "sampleyaml/TestRayService": _GITHUB + " (every ray-service sample it applies)",
+    "e2erayservice/TestRayServiceManagedBy/"
+    "Successful_creation_of_RayService,_managed_by_Kuberay_Operator": _GITHUB,
     "e2eincrementalupgrade/TestRayServiceIncrementalUpgrade": _ISTIO,
     "e2eincrementalupgrade/TestRayServiceIncrementalUpgradeWithLocust": _ISTIO,
     "e2eincrementalupgrade/TestRayServiceIncrementalUpgradeRollback": _ISTIO,
