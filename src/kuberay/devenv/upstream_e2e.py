@@ -409,10 +409,12 @@ def image_map(path: Path, python_env: Path) -> Path:
     return path
 
 
-async def _install(kubeconfig: Path) -> None:
+async def _install(kubeconfig: Path, timeout: float = 300.0) -> None:
+    """Our CRDs and the Gateway API's, each waited on until Established; generous, since on a
+    busy two-core machine the apiserver can take minutes to serve a new CRD."""
     async with KubeClient(load_kubeconfig(kubeconfig), user_agent="upstream-e2e") as kube:
-        await install_crds(kube)
-        await install_gateway_api(kube)
+        await install_crds(kube, timeout=timeout)
+        await install_gateway_api(kube, timeout=timeout)
 
 
 def run(
