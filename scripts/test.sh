@@ -11,8 +11,9 @@ scripts/static-checks.sh
 echo "== control-plane binaries"
 kuberay dev build
 # Built on demand otherwise; built here so that no test's time limit includes a cold Go build:
-# the Go operator (conformance), Prometheus with promtool (monitoring) and Helm (the chart).
-python -m kuberay.devenv.binaries ray-operator prometheus promtool helm
+# the Go operator (conformance), Prometheus with promtool (monitoring), Helm (the chart) and
+# upstream's e2e test binaries (tests/e2e/test_upstream_slice.py; one component, all suites).
+python -m kuberay.devenv.binaries ray-operator prometheus promtool helm e2eraycronjob.test
 
 echo "== tests"
 # The whole suite is strict: a test whose prerequisite (root, Ray, Redis, a Go-built tool) is

@@ -103,7 +103,7 @@ def test_go_operator_is_an_on_demand_component_pinned_to_its_version() -> None:
     assert binaries.GO_OPERATOR_BINARY not in binaries.ALL_BINARIES
     assert binaries.GO_OPERATOR_BINARY in binaries.KNOWN_BINARIES
     on_demand = {c.name for c in binaries.COMPONENTS if c.on_demand}
-    assert on_demand == {"kuberay-operator", "prometheus", "helm"}
+    assert on_demand == {"kuberay-operator", "prometheus", "helm", "upstream-e2e"}
     go_mod = (binaries.source_root() / comp.module_dir / "go.mod").read_text()
     assert f"github.com/ray-project/kuberay/ray-operator {binaries.GO_OPERATOR_VERSION}" in go_mod
 

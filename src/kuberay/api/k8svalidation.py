@@ -177,6 +177,37 @@ _DURATION_UNITS = {
 _DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
 
 
+def format_go_duration(seconds: float) -> str:
+    """Go's ``time.Duration.String`` of ``seconds`` (nanosecond precision): ``1h2m3.5s``,
+    ``1m0s``, ``10s``; under a second in ms/µs/ns. Messages quote durations this way upstream.
+    upstream: ``time.Duration.String``."""
+    ns = round(seconds * 1e9)
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    if ns == 0:
+        return "0s"
+    if ns < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if ns >= size:
+                return sign + _trim_fraction(ns, size) + unit
+    hours, rest = divmod(ns, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    text = _trim_fraction(rest, 1_000_000_000) + "s"
+    if hours or minutes:
+        text = f"{minutes}m{text}"
+    if hours:
+        text = f"{hours}h{text}"
+    return sign + text
+
+
+def _trim_fraction(value: int, unit: int) -> str:
+    whole, frac = divmod(value, unit)
+    if not frac:
+        return str(whole)
+    digits = len(str(unit)) - 1
+    return f"{whole}.{frac:0{digits}d}".rstrip("0")
+
+
 def parse_go_duration(text: str) -> float:
     """Go's ``time.ParseDuration`` (seconds); raises ``ValueError`` on what Go rejects."""
     s = text

@@ -37,7 +37,7 @@ from kuberay.api import constants as c
 from kuberay.api import features
 from kuberay.api import validation as v
 from kuberay.api.features import FeatureGates
-from kuberay.api.k8svalidation import parse_go_duration
+from kuberay.api.k8svalidation import format_go_duration, parse_go_duration
 from kuberay.api.rayservice import RayService
 from kuberay.builders import gateway as gwb
 from kuberay.builders import names
@@ -325,7 +325,10 @@ def initializing_timed_out(svc: Obj, now: float) -> tuple[bool, str]:
     since = parse_time(ready.get("lastTransitionTime"))
     if since is None or now - since < timeout:
         return False, ""
-    return True, f"RayService failed to become ready within the initializing timeout of {text}"
+    return True, (
+        f"RayService failed to become ready within the configured timeout of "
+        f"{format_go_duration(timeout)}. Time spent initializing: {format_go_duration(now - since)}"
+    )
 
 
 def clear_sides(status: Obj) -> None:

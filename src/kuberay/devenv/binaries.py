@@ -1,7 +1,9 @@
 """Find or build the control-plane binaries: apiserver, controller-manager, scheduler, etcd, kwok.
 
 Also, on demand only, the upstream Go KubeRay operator (``ray-operator``), so that tests can run it
-side by side with ours against the same plane and compare what the two do.
+side by side with ours against the same plane and compare what the two do, and upstream's own
+e2e test packages of the same version as test binaries (``<suite>.test``, ``go test -c``; run by
+``kuberay.devenv.upstream_e2e``), which share its module and build caches.
 
 Nothing on this machine ships a kube-apiserver, so the binaries are compiled from the wrapper Go
 modules under ``controlplane/`` in the repository and cached outside the work tree, keyed by
@@ -39,6 +41,17 @@ ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 GO_OPERATOR_VERSION = "v1.6.1"  # github.com/ray-project/kuberay/ray-operator, the reference
 GO_OPERATOR_BINARY = "ray-operator"
+# ray-operator/test/<suite> packages of that version built as test binaries "<suite>.test".
+UPSTREAM_E2E_SUITES = (
+    "e2e",
+    "e2erayjob",
+    "e2erayservice",
+    "e2eautoscaler",
+    "e2eraycronjob",
+    "e2erayjobsubmitter",
+    "e2eincrementalupgrade",
+    "sampleyaml",
+)
 # github.com/prometheus/prometheus: Go module v0.3MM.P is Prometheus 3.MM.P.
 PROMETHEUS_VERSION = "v0.316.0"
 HELM_VERSION = "v3.22.0"  # helm.sh/helm/v3, renders and lints deploy/helm in the chart tests
@@ -68,6 +81,8 @@ class Component:
     ldflags: tuple[str, ...] = field(default_factory=tuple)
     # Built only when one of its binaries is asked for by name; not in ALL_BINARIES.
     on_demand: bool = False
+    # The packages are test packages, compiled with `go test -c` into test binaries.
+    test_binaries: bool = False
 
 
 def _kube_ldflags(version: str) -> tuple[str, ...]:
@@ -133,6 +148,19 @@ COMPONENTS: tuple[Component, ...] = (
         # main.go is at the module root; utils.KUBERAY_VERSION is a constant, no ldflags needed.
         packages={GO_OPERATOR_BINARY: "github.com/ray-project/kuberay/ray-operator"},
         on_demand=True,
+    ),
+    Component(
+        name="upstream-e2e",
+        version=GO_OPERATOR_VERSION,
+        module_dir="upstream-e2e",
+        # Upstream KubeRay's own end-to-end suites (test binaries), run against our operator by
+        # kuberay.devenv.upstream_e2e. Same module version as the Go operator, same caches.
+        packages={
+            f"{suite}.test": f"github.com/ray-project/kuberay/ray-operator/test/{suite}"
+            for suite in UPSTREAM_E2E_SUITES
+        },
+        on_demand=True,
+        test_binaries=True,
     ),
     Component(
         name="prometheus",
@@ -279,7 +307,10 @@ def build_component(component: Component, log: Callable[[str], None] = print) ->
     last_report = 0.0
     for binary, package in component.packages.items():
         # One `go build -o FILE` per binary: the compile cache is shared, so only linking repeats.
-        cmd = [go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(staging / binary)]
+        # Test binaries: `go test -c` (no -v there: it would be the test's own verbosity flag,
+        # so no per-package progress lines either).
+        verb = ["test", "-c", "-vet=off"] if component.test_binaries else ["build", "-v"]
+        cmd = [go, *verb, "-trimpath", "-ldflags", ldflags, "-o", str(staging / binary)]
         proc = subprocess.Popen(
             [*cmd, package],
             cwd=module,

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kuberay.api.features import FeatureGates
+from kuberay.api.k8svalidation import format_go_duration
 from kuberay.builders import rayservice as rsb
 from kuberay.controllers import rayservice_status as rss
 from kuberay.controllers.common import rfc3339
@@ -190,13 +191,21 @@ def _initializing(annotation: str | None, since: float, reason: str = "Initializ
             "30",
             31,
             "Initializing",
-            (True, "RayService failed to become ready within the initializing timeout of 30"),
+            (
+                True,
+                "RayService failed to become ready within the configured timeout of 30s. "
+                "Time spent initializing: 31s",
+            ),
         ),
         (
             "1m",
-            61,
+            61.5,
             "Initializing",
-            (True, "RayService failed to become ready within the initializing timeout of 1m"),
+            (
+                True,
+                "RayService failed to become ready within the configured timeout of 1m0s. "
+                "Time spent initializing: 1m1.5s",
+            ),
         ),
         ("1m", 59, "Initializing", (False, "")),
         (None, 10_000, "Initializing", (False, "")),
@@ -209,6 +218,23 @@ def test_initializing_timeout(
 ) -> None:
     svc = _initializing(annotation, NOW, reason)
     assert rss.initializing_timed_out(svc, NOW + elapsed) == want
+
+
+@pytest.mark.parametrize(
+    ("seconds", "want"),
+    [
+        (0, "0s"),
+        (10, "10s"),
+        (60, "1m0s"),
+        (3723.25, "1h2m3.25s"),
+        (12.3456789, "12.3456789s"),
+        (0.25, "250ms"),
+    ],
+)
+def test_go_duration_string(seconds: float, want: str) -> None:
+    """Condition messages quote durations the way Go's ``time.Duration.String`` prints them
+    (upstream's e2e tests match on the message)."""
+    assert format_go_duration(seconds) == want
 
 
 def test_initializing_timeout_seeded_by_init_conditions() -> None:
