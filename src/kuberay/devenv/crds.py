@@ -27,7 +27,7 @@ def conditions(crd: dict[str, Any]) -> dict[str, str]:
 
 
 async def apply_crds(
-    kube: KubeClient, *, field_manager: str = FIELD_MANAGER, timeout: float = 30.0
+    kube: KubeClient, *, field_manager: str = FIELD_MANAGER, timeout: float = 180.0
 ) -> list[dict[str, Any]]:
     """Apply every CRD, then wait until all are Established; returns the stored CRDs."""
     for crd in crdgen.all_crds():

@@ -80,6 +80,6 @@ def crd_paths(root: Path) -> list[Path]:
     return paths
 
 
-async def install_gateway_api(kube: KubeClient, timeout: float = 30.0) -> None:
+async def install_gateway_api(kube: KubeClient, timeout: float = 180.0) -> None:
     """Installs the pinned Gateway API CRDs (server-side apply) and waits until Established."""
     await install_crds_from(kube, crd_paths(module_dir()), timeout=timeout)

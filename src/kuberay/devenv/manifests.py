@@ -54,11 +54,13 @@ def load_documents(paths: Iterable[Path]) -> list[dict[str, Any]]:
     return docs
 
 
-async def install_crds(kube: KubeClient, crd_dir: Path = CRD_DIR, timeout: float = 30.0) -> None:
+async def install_crds(kube: KubeClient, crd_dir: Path = CRD_DIR, timeout: float = 180.0) -> None:
     await install_crds_from(kube, sorted(crd_dir.glob("*.yaml")), timeout=timeout)
 
 
-async def install_crds_from(kube: KubeClient, paths: Iterable[Path], timeout: float = 30.0) -> None:
+async def install_crds_from(
+    kube: KubeClient, paths: Iterable[Path], timeout: float = 180.0
+) -> None:
     """Applies every CRD in ``paths`` and waits until each is Established (served)."""
     for crd in load_documents(paths):
         await apply(kube, crd)
