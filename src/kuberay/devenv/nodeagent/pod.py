@@ -649,8 +649,12 @@ class PodWorker:
             "tmp": str(cdir / f"{c.name}-tmp-{c.restart_count}"),
             "binds": [[str(ray_state), os.path.join(home, ".ray"), False], *self._mounts(c)],
             # The container's environment stays visible through its private /tmp (a checkout
-            # and its .venv under /tmp, as in CI, would otherwise vanish from PATH).
-            "keep": [c.image_id.removeprefix("process://")],
+            # and its .venv under /tmp, as in CI, would otherwise vanish from PATH), and so does
+            # the agent's own environment: a mapped image may be a venv layered over it (a .pth
+            # naming its site-packages), as the upstream e2e harness's Ray image is.
+            "keep": sorted(
+                {c.image_id.removeprefix("process://"), str(Path(self.agent.python).parent.parent)}
+            ),
             "argv": argv,
             "env": c.env,
             "cwd": c.working_dir,
