@@ -794,6 +794,40 @@ async def test_incremental_gateway_exists_before_any_cluster_serves(
         await kube.get(HTTPROUTES, "early-httproute", namespace)
 
 
+async def follow_upgrade(
+    kube: KubeClient,
+    ns: str,
+    version: str,
+    clusters: tuple[str, str],
+    samples: list[tuple[int, int, int]],
+) -> dict[str, Any]:
+    """Records (pending capacity, active capacity, pending traffic) of every status write of
+    RayService ``inc`` after ``version`` until ``new`` is active; returns that object."""
+    old, new = clusters
+    async for event in kube.watch(
+        RAYSERVICES,
+        ns,
+        resource_version=version,
+        field_selector="metadata.name=inc",
+        bookmarks=False,
+    ):
+        assert event.type == "MODIFIED", event
+        obj = event.object
+        if active_name(obj) == new:
+            return obj
+        pending, active = side(obj, "pending"), side(obj, "active")
+        if pending.get("rayClusterName") == new:
+            samples.append(
+                (
+                    pending.get("targetCapacity", 0),
+                    active.get("targetCapacity", 100),
+                    pending.get("trafficRoutedPercent", 0),
+                )
+            )
+        assert await cluster_names(kube, ns) <= {old, new}
+    raise AssertionError("the watch ended before the promotion")
+
+
 async def test_incremental_upgrade_steps_traffic_and_capacity_then_promotes(
     kube: KubeClient, namespace: str, operator: Operator, gateway_api: None
 ) -> None:
@@ -822,24 +856,16 @@ async def test_incremental_upgrade_steps_traffic_and_capacity_then_promotes(
         )
         assert operator.registry.capacities(new) in ([], [0])
         # A Gateway controller reports the objects ready: the migration runs to promotion.
+        # Every status write is seen through a watch from this version on: polling could step
+        # over a state that lasted less than one poll.
+        version = obj["metadata"]["resourceVersion"]
         gateway_controller.enabled = True
         samples: list[tuple[int, int, int]] = []
-        while True:
-            obj = await kube.get(RAYSERVICES, "inc", namespace)
-            if active_name(obj) == new:
-                break
-            pending, active = side(obj, "pending"), side(obj, "active")
-            if pending.get("rayClusterName") == new:
-                samples.append(
-                    (
-                        pending.get("targetCapacity", 0),
-                        active.get("targetCapacity", 100),
-                        pending.get("trafficRoutedPercent", 0),
-                    )
-                )
-            assert await cluster_names(kube, namespace) <= {old, new}
-            assert len(samples) < 300, f"no promotion: {samples[-3:]} {upgrade_message(obj)}"
-            await asyncio.sleep(0.1)
+        try:
+            async with asyncio.timeout(120):
+                obj = await follow_upgrade(kube, namespace, version, (old, new), samples)
+        except TimeoutError:
+            pytest.fail(f"no promotion in 120 s: {samples[-3:]}")
     for p_capacity, a_capacity, traffic in samples:
         assert traffic <= p_capacity, samples
         assert p_capacity + a_capacity >= 100, samples

@@ -40,8 +40,11 @@ Invariants and failure modes:
   from their last version. Go finishes them; an apiserver run with ``--goaway-chance`` thus
   costs us a watch restart per GOAWAY.
 - ``close()`` cancels and awaits every task it started and closes every socket: nothing leaks.
-- A connection with no stream for ``idle_close`` seconds closes itself (Go's IdleConnTimeout,
-  90 s), so one dialled for a burst above the stream limit does not stay.
+- A connection with no stream for ``idle_close`` seconds closes itself and is never handed out
+  again (60 s: below the apiserver's own 90 s idle close, so a request never races the
+  server's GOAWAY), so one dialled for a burst above the stream limit does not stay.
+- A request whose frames could not all be written (the connection failed before END_STREAM
+  went out) raises ``Refused``: the server cannot have acted on a request it never saw end.
 """
 
 from __future__ import annotations
@@ -65,6 +68,10 @@ import h2.settings
 STREAM_WINDOW = 4 << 20
 CONNECTION_WINDOW = 32 << 20
 MAX_FRAME = 1 << 20
+# A connection without streams for this long is closed by us. kube-apiserver's HTTP/2 server
+# closes one idle for 90 s (its IdleTimeout) with a GOAWAY; a request written into that close
+# is lost with the socket, so we close well before it does.
+IDLE_CLOSE = 60.0
 # Before the first SETTINGS, assume the RFC's floor for concurrent streams.
 DEFAULT_MAX_STREAMS = 100
 
@@ -170,13 +177,16 @@ class H2Connection(asyncio.Protocol):
             normalize_inbound_headers=False,
         )
         self.h2 = h2.connection.H2Connection(config=config)
+        # No MAX_CONCURRENT_STREAMS of ours: ENABLE_PUSH 0 already forbids server streams, and
+        # with a limit of 0 h2 rejects, as a connection error, the HEADERS of a response that
+        # crossed our RST_STREAM on the wire (it checks the limit before it sees the stream
+        # was ours): one cancelled request then failed every stream on the connection.
         self.h2.local_settings = h2.settings.Settings(
             client=True,
             initial_values={
                 h2.settings.SettingCodes.ENABLE_PUSH: 0,
                 h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
                 h2.settings.SettingCodes.MAX_FRAME_SIZE: MAX_FRAME,
-                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 0,
             },
         )
         # Settings given as initial values count as already in force, so h2 never raises its
@@ -283,10 +293,17 @@ class H2Connection(asyncio.Protocol):
             self._fail(TransportError(reason))
 
     # ------------------------------------------------------------- internals
-    def _flush(self) -> None:
+    def _flush(self) -> bool:
+        """Hands pending frames to the socket; False when they could not be (closing)."""
         data = self.h2.data_to_send()
-        if data and self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
+        if not data:
+            return True
+        if self.transport is None or self.transport.is_closing():
+            return False
+        self.transport.write(data)
+        # A failed write (EPIPE: the server already closed) marks the transport closing at once
+        # and reports connection_lost later: what was written in that call is lost.
+        return not self.transport.is_closing()
 
     def _consumed(self, stream_id: int, flow: int) -> None:
         if self.closed or not flow:
@@ -336,6 +353,8 @@ class H2Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------- API
     def has_room(self) -> bool:
+        if self.idle_close and self.idle_for() >= self.idle_close:
+            self.close()  # about to close itself: never start a stream on it
         return not (self.closed or self.draining) and len(self.streams) < self.max_streams
 
     async def start(self, timeout: float) -> None:
@@ -355,15 +374,23 @@ class H2Connection(asyncio.Protocol):
     ) -> H2Stream:
         """Sends a request; returns its stream once the body is sent (headers may follow)."""
         if self.error is not None:
-            raise self.error
+            raise Refused(str(self.error))  # nothing of this request was sent
         sid = self.h2.get_next_available_stream_id()
         stream = H2Stream(self, sid)
         self.streams[sid] = stream
         try:
             self.h2.send_headers(sid, headers, end_stream=not body)
-            self._flush()
+            if not self._flush():
+                raise TransportError("the connection closed while sending the request")
             if body:
                 await self._send_body(stream, body, timeout)
+        except TransportError as exc:
+            stream.release()
+            if isinstance(exc, Refused) or stream._headers_seen:
+                raise
+            # The request never ended (no END_STREAM went out), so the server cannot have acted
+            # on it: safe to send again on another connection, even a write.
+            raise Refused(f"sending the request failed: {exc}") from exc
         except BaseException:
             stream.release()
             raise
@@ -386,9 +413,11 @@ class H2Connection(asyncio.Protocol):
                 continue
             self.h2.send_data(stream.id, view[:size].tobytes())
             view = view[size:]
-            self._flush()
+            if not self._flush():
+                raise TransportError("the connection closed while sending the request body")
         self.h2.end_stream(stream.id)
-        self._flush()
+        if not self._flush():
+            raise TransportError("the connection closed while ending the request")
 
     async def _check_health(self) -> None:
         """client-go's ReadIdleTimeout/PingTimeout, plus closing a connection long unused."""
@@ -416,7 +445,6 @@ class H2Connection(asyncio.Protocol):
             finally:
                 self._pong = None
             self.last_received = max(self.last_received, time.monotonic())
-            await asyncio.sleep(self.read_idle)
 
     def idle_for(self) -> float:
         return 0.0 if self.streams else time.monotonic() - self.idle_since
@@ -459,7 +487,7 @@ class H2Pool:
         server_hostname: str | None = None,
         read_idle: float = 30.0,
         ping_timeout: float = 15.0,
-        idle_close: float = 90.0,
+        idle_close: float = IDLE_CLOSE,
     ) -> None:
         ssl_context.set_alpn_protocols(["h2"])
         self.host = host

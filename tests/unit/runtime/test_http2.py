@@ -17,6 +17,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.settings
+import hyperframe.frame
 import pytest
 from aiohttp import web
 
@@ -29,7 +30,10 @@ from kuberay.runtime.webhook import ServingCert, self_signed
 class Server:
     """Answers ``/echo`` (the request as JSON), ``/watch?n=K`` (K watch lines, one per frame, then
     holds the stream open until ``release`` is set), ``/missing`` (404). ``frozen`` makes it stop
-    reading and answering entirely, like a peer that vanished without closing."""
+    reading and answering entirely, like a peer that vanished without closing. ``/late`` answers
+    only after the client reset the stream (a response crossing the RST on the wire) and
+    ``late_go`` is set; ``/drop-first`` aborts the connection at its first request's headers,
+    before the body."""
 
     max_streams: int = 100
     connections: int = 0
@@ -44,6 +48,10 @@ class Server:
     live: list[tuple[h2.connection.H2Connection, asyncio.StreamWriter]] = field(
         default_factory=list
     )
+    resets: dict[tuple[int, int], asyncio.Event] = field(default_factory=dict)
+    dropped: int = 0
+    late_sent: asyncio.Event = field(default_factory=asyncio.Event)
+    late_go: asyncio.Event = field(default_factory=asyncio.Event)
 
     def goaway(self) -> None:
         """A graceful GOAWAY on every connection (as an apiserver shutting down sends)."""
@@ -74,6 +82,10 @@ class Server:
                 for event in conn.receive_data(data):
                     if isinstance(event, h2.events.RequestReceived):
                         headers = [(k.decode(), v.decode()) for k, v in event.headers]
+                        if dict(headers)[":path"] == "/drop-first" and not self.dropped:
+                            self.dropped += 1
+                            writer.transport.abort()
+                            return
                         requests[event.stream_id] = headers
                         bodies[event.stream_id] = b""
                         self.peak_streams = max(self.peak_streams, len(requests))
@@ -91,6 +103,7 @@ class Server:
                         task.add_done_callback(tasks.discard)
                     elif isinstance(event, h2.events.StreamReset):
                         requests.pop(event.stream_id, None)
+                        self.reset_event(conn, event.stream_id).set()
                 writer.write(conn.data_to_send())
         except (ConnectionError, ssl.SSLError):
             pass
@@ -102,6 +115,23 @@ class Server:
                 self.all_closed.set()
             self.writers.discard(writer)
             writer.close()
+
+    def reset_event(self, conn: h2.connection.H2Connection, sid: int) -> asyncio.Event:
+        return self.resets.setdefault((id(conn), sid), asyncio.Event())
+
+    async def answer_late(
+        self, conn: h2.connection.H2Connection, writer: asyncio.StreamWriter, sid: int
+    ) -> None:
+        """The response HEADERS, written raw once the client's RST_STREAM came in (the server's
+        own h2 would refuse to send on a reset stream)."""
+        await self.reset_event(conn, sid).wait()
+        await self.late_go.wait()
+        frame = hyperframe.frame.HeadersFrame(sid)
+        frame.data = conn.encoder.encode([(":status", "200"), ("content-type", "text/plain")])
+        frame.flags.add("END_HEADERS")
+        frame.flags.add("END_STREAM")
+        writer.write(frame.serialize())
+        self.late_sent.set()
 
     async def answer(
         self,
@@ -124,7 +154,9 @@ class Server:
             conn.send_headers(sid, [(":status", str(status)), ("content-type", "application/json")])
             writer.write(conn.data_to_send())
 
-        if path.startswith("/missing"):
+        if path.startswith("/late"):
+            await self.answer_late(conn, writer, sid)
+        elif path.startswith("/missing"):
             respond(404)
             send(
                 json.dumps({"kind": "Status", "reason": "NotFound", "message": "no"}).encode(), True
@@ -434,5 +466,77 @@ async def test_after_goaway_new_requests_go_to_a_new_connection(h2_server: Serve
         assert not task.done()
     finally:
         task.cancel()
+        await client.close()
+    assert h2_server.connections == 2
+
+
+async def test_a_response_crossing_our_reset_leaves_the_connection_up(h2_server: Server) -> None:
+    # A request given up (timeout) is reset; the server's answer, already on its way, arrives
+    # for a stream we closed. The watch sharing the connection must not notice.
+    client = client_for(h2_server)
+    got = asyncio.Event()
+    events: list[str] = []
+
+    async def watch() -> None:
+        async for event in client.watch(PODS, "a", timeout_seconds=600):
+            events.append(event.object["metadata"]["name"])
+            got.set()
+
+    task = asyncio.create_task(watch())
+    try:
+        async with asyncio.timeout(5):
+            await got.wait()
+        with pytest.raises(ApiError):
+            await client.request("GET", "/late", timeout=0.2)
+        # A new stream in between makes h2 forget the closed one, as on a busy connection.
+        assert (await client.request("GET", "/echo"))["body"] == ""
+        h2_server.late_go.set()
+        async with asyncio.timeout(5):
+            await h2_server.late_sent.wait()
+        assert (await client.request("GET", "/echo"))["body"] == ""
+        assert not task.done()
+        pool = client._h2
+        assert pool is not None
+        assert [c.closed for c in pool.connections] == [False]
+    finally:
+        task.cancel()
+        await client.close()
+    assert h2_server.connections == 1
+
+
+async def test_a_write_cut_off_before_its_body_ended_is_sent_again(h2_server: Server) -> None:
+    # The connection dies while a 512 KiB POST body is still going out (flow control makes the
+    # client wait for the server's window): the server never saw the request end, so the
+    # client sends it again on a new connection, although POST is not a read.
+    client = client_for(h2_server)
+    body = {"blob": "x" * (512 << 10)}
+    try:
+        answer = await client.request("POST", "/drop-first", body)
+    finally:
+        await client.close()
+    assert json.loads(answer["body"]) == body
+    assert h2_server.dropped == 1
+    assert h2_server.connections == 2
+    assert client.request_counts[("POST", 0)] == 1
+    assert client.request_counts[("POST", 200)] == 1
+
+
+async def test_a_connection_at_its_idle_limit_is_not_handed_out(h2_server: Server) -> None:
+    # Even when its own timer has not closed it yet (a busy loop), a connection idle for
+    # idle_close seconds gets no new stream: the server may be closing it at that moment.
+    client = client_for(h2_server)
+    pool = client._h2
+    assert pool is not None
+    pool.idle_close = 0.3
+    try:
+        await client.request("GET", "/echo")
+        (first,) = pool.connections
+        assert first._health is not None
+        first._health.cancel()  # only the pick may close it now
+        await asyncio.sleep(0.4)
+        assert not first.closed
+        await client.request("GET", "/echo")
+        assert first.closed
+    finally:
         await client.close()
     assert h2_server.connections == 2
