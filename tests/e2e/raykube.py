@@ -13,6 +13,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+import uuid
 from typing import Any
 
 from kuberay.runtime.client import ENDPOINTSLICES, KubeClient, Resource
@@ -130,10 +131,22 @@ async def alive_nodes(dashboard: str) -> int:
 
 
 async def run_job(dashboard: str, entrypoint: str, timeout: float = 180.0) -> tuple[str, str]:
-    """Submits a job through the dashboard and waits for a terminal state: (status, logs)."""
-    status, body = await ahttp("POST", f"{dashboard}/api/jobs/", {"entrypoint": entrypoint})
-    assert status == 200, body
-    job_id = json.loads(body)["submission_id"]
+    """Submits a job through the dashboard and waits for a terminal state: (status, logs).
+
+    A head that has just become Ready (its probes ask the raylet and the GCS) may not serve the
+    dashboard's job API yet, so the submission is retried while nothing answers or the answer
+    is a 5xx, for up to a minute. The submission id is ours, so a retry of a request that did
+    reach the dashboard cannot start the job twice: Ray refuses a known id."""
+    job_id = f"t-{uuid.uuid4().hex[:12]}"
+    request = {"entrypoint": entrypoint, "submission_id": job_id}
+    submit_deadline = time.monotonic() + 60
+    while True:
+        status, body = await ahttp("POST", f"{dashboard}/api/jobs/", request)
+        if status == 200 or b"already exists" in body:
+            break
+        assert status == 0 or status >= 500, (status, body)
+        assert time.monotonic() < submit_deadline, (status, body)
+        await asyncio.sleep(2)
     deadline = time.monotonic() + timeout
     state = ""
     while time.monotonic() < deadline:

@@ -28,6 +28,8 @@ from kuberay.devenv.nodeagent.dns import (
     parse_query,
     parse_upstream,
 )
+from kuberay.devenv.nodeagent.launcher import covers
+from kuberay.devenv.nodeagent.pod import kept_paths
 from kuberay.devenv.nodeagent.spec import (
     ConfigError,
     ImageMap,
@@ -331,3 +333,28 @@ def test_container_log_reads_the_newest_instance(tmp_path: Path) -> None:
     assert container_log(tmp_path, "ns", "p", "c") == "new"
     assert container_log(tmp_path, "ns", "p", "c", previous=0) == "before restart"
     assert container_log(tmp_path, "ns", "q", "c") == ""
+
+
+def test_kept_paths_are_the_envs_and_sources_under_tmp_without_nesting() -> None:
+    # A checkout under /tmp with an editable install: the venv and the source tree are kept,
+    # the venv's own site-packages rides along with the venv, nothing outside /tmp is listed.
+    kept = kept_paths(
+        "/tmp/ci/.venv",
+        "/tmp/ci/.venv",
+        ["/usr/lib/python311.zip", "/tmp/ci/.venv/lib/python3.11/site-packages", "/tmp/ci/src"],
+    )
+    assert kept == ["/tmp/ci/.venv", "/tmp/ci/src"]
+    assert kept_paths("/work/.venv", "/work/.venv", ["/work/src", ""]) == []
+    assert kept_paths("/tmp/h/pod-python", "/tmp/ci/.venv", []) == [
+        "/tmp/ci/.venv",
+        "/tmp/h/pod-python",
+    ]
+
+
+def test_a_mount_on_tmp_or_above_a_kept_path_covers_it() -> None:
+    assert covers("/tmp", "/tmp/ci/.venv")
+    assert covers("/tmp/", "/tmp/ci/.venv")
+    assert covers("/tmp/ci", "/tmp/ci/.venv")
+    assert covers("/tmp/ci/.venv", "/tmp/ci/.venv")
+    assert not covers("/tmp/c", "/tmp/ci/.venv")
+    assert not covers("/var/run/secrets", "/tmp/ci/.venv")

@@ -145,6 +145,12 @@ def bind(source: str, target: str, read_only: bool) -> None:
         mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
 
 
+def covers(target: str, path: str) -> bool:
+    """Whether a mount on ``target`` hides ``path`` (the same directory or one above it)."""
+    target = os.path.normpath(target)
+    return path == target or path.startswith(target.rstrip("/") + "/")
+
+
 def report(fd: int, message: str) -> None:
     os.write(fd, (message.replace("\n", " ") + "\n").encode())
 
@@ -207,14 +213,23 @@ def run_container(spec: dict[str, Any]) -> int:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     os.makedirs(spec["tmp"], exist_ok=True)
     os.chmod(spec["tmp"], 0o1777)
-    for kept in spec.get("keep", []):
+    kept: list[tuple[str, int]] = []
+    for path in spec.get("keep", []):
         # Bound into the private /tmp first, so the recursive bind below carries it along.
-        if kept.startswith("/tmp/") and os.path.isdir(kept):
-            bind(kept, spec["tmp"] + kept[len("/tmp") :], False)
+        if path.startswith("/tmp/") and os.path.isdir(path):
+            bind(path, spec["tmp"] + path[len("/tmp") :], False)
+            kept.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)))
     bind(spec["tmp"], "/tmp", False)
     binds = sorted(spec.get("binds", []), key=lambda b: b[1].rstrip("/").count("/"))
     for source, target, read_only in binds:
         bind(source, target, bool(read_only))
+    for path, fd in kept:
+        # A volume mounted on /tmp (the chart's emptyDir for a read-only root) hides what was
+        # kept; the host path is hidden too by now, so bind it again through the handle opened
+        # before. Its mount point is made inside that volume.
+        if any(covers(target, path) for _, target, _ in binds):
+            bind(f"/proc/self/fd/{fd}", path, False)
+        os.close(fd)
     for path in CREATED:
         if not path.startswith("/tmp/"):
             report(status_fd, f"created {path}")

@@ -33,8 +33,9 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,26 @@ log = logging.getLogger("kuberay.devenv.pod")
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 SERVICEACCOUNTS_TOKEN = "/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"
+
+
+def kept_paths(image_env: str, agent_env: str, agent_sys_path: Iterable[str]) -> list[str]:
+    """Host directories a container must still see through its private ``/tmp``: the image's
+    Python environment, the agent's own (a mapped image may be a venv layered over it through
+    a ``.pth``) and what the agent imports from (an editable install's source tree, which the
+    operator image runs). Only those under ``/tmp`` need it (a checkout there, as in CI); one
+    inside another is carried along with it."""
+    wanted = sorted(
+        {
+            os.path.normpath(p)
+            for p in (image_env, agent_env, *agent_sys_path)
+            if p and os.path.normpath(p).startswith("/tmp/")
+        }
+    )
+    out: list[str] = []
+    for path in wanted:
+        if not any(path.startswith(k + "/") for k in out):
+            out.append(path)
+    return out
 
 
 def now_rfc3339() -> str:
@@ -652,8 +673,10 @@ class PodWorker:
             # and its .venv under /tmp, as in CI, would otherwise vanish from PATH), and so does
             # the agent's own environment: a mapped image may be a venv layered over it (a .pth
             # naming its site-packages), as the upstream e2e harness's Ray image is.
-            "keep": sorted(
-                {c.image_id.removeprefix("process://"), str(Path(self.agent.python).parent.parent)}
+            "keep": kept_paths(
+                c.image_id.removeprefix("process://"),
+                str(Path(self.agent.python).parent.parent),
+                sys.path,
             ),
             "argv": argv,
             "env": c.env,
