@@ -116,10 +116,15 @@ class AuditLog:
         """Where the next window starts: the end of the last complete line."""
         try:
             with open(self.path, "rb") as f:
+                size = f.seek(0, 2)
+                # An event's metadata is well under a KiB; the tail holds the last newline.
+                tail = max(0, size - 65536)
+                f.seek(tail)
                 data = f.read()
         except FileNotFoundError:
             return 0
-        return data.rfind(b"\n") + 1
+        last = data.rfind(b"\n")
+        return tail + last + 1 if last >= 0 else tail
 
     def lines(self, start: int, end: int) -> list[bytes]:
         try:

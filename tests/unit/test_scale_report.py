@@ -227,3 +227,13 @@ def test_comparison_table_marks_a_failed_config() -> None:
     assert "| ceiling (no operator), pods/s | 90 | | |" in table
     assert "| 20x2: pods Ready per second | 40 | - | - |" in table
     assert "- go: TimeoutError(" in table
+
+
+def test_audit_log_offset_of_a_large_log_is_its_end(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.log")
+    line = event("create", "pods", 201) + "\n"
+    log.path.write_text(line * 500)  # well past the tail that offset() reads
+    assert log.offset() == len(line) * 500
+    assert parse_audit(log.lines(len(line) * 10, log.offset()), GO) == Counter(
+        {("create", "pods", 201): 490}
+    )
