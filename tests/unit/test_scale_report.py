@@ -237,3 +237,17 @@ def test_audit_log_offset_of_a_large_log_is_its_end(tmp_path: Path) -> None:
     assert parse_audit(log.lines(len(line) * 10, log.offset()), GO) == Counter(
         {("create", "pods", 201): 490}
     )
+
+
+def test_comparison_table_leaves_out_figures_no_config_has() -> None:
+    configs = parse_operators("ours,go", 8)
+    with_ceiling = {**size(40.0, 4.0), "fraction_of_ceiling": 0.8}
+    medians: dict[str, dict[str, Any]] = {
+        "ours": {"sizes": [with_ceiling]},
+        "go": {"sizes": [{**size(20.0, 2.0), "fraction_of_ceiling": 0.4}]},
+    }
+    assert "| 20x2: pods Ready per second / ceiling | 0.8 | 0.4 | 2.00 |" in (
+        comparison_markdown(configs, medians, runs=1)
+    )
+    medians = {"ours": {"sizes": [size(40.0, 4.0)]}, "go": {"sizes": [size(20.0, 2.0)]}}
+    assert "/ ceiling" not in comparison_markdown(configs, medians, runs=1)
