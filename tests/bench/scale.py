@@ -5,6 +5,22 @@
     .venv/bin/python tests/bench/scale.py --kubeconfig ~/.kube/config --no-ceiling
         # against an existing cluster with KWOK nodes and the CRDs installed; the operator is
         # started here (it must be the only one reconciling ray.io objects there)
+    .venv/bin/python tests/bench/scale.py --sizes 100x10 --operators ours,go,go:10 --runs 3
+        # this operator against the upstream Go operator (v1.6.1, built from its Go module on
+        # first use) at its default concurrency (1) and at 10, in one run, one table
+
+Operators (--operators NAME[:CONCURRENCY],...; default ``ours``): ``ours`` (concurrency
+--concurrency unless given) and ``go`` (default 1, upstream's). Each config runs alone on the
+plane (started, every phase from 2 on, stopped, its namespaces gone) and the configs take turns
+--runs times (ours, go, go:10, ours, go, ...); the table shows the median per figure, one column
+per config and ``ours / best Go`` (the Go config with the higher pods Ready/s). Both get the
+same client limits (--qps 1000 --burst 2000). On this benchmark's own plane each operator runs
+as a ServiceAccount of ``bench-operators`` (cluster-admin, a TokenRequest token), and the
+apiserver's audit log (Metadata level, those accounts only) gives the comparable request
+figures for both: requests per cluster by verb and resource, status writes, 409s. Ours also
+reports its own request metrics; reconciles per cluster come from both operators'
+controller_runtime_reconcile_total{controller="raycluster"}. With --kubeconfig there is no
+audit log. With one config the output keeps its single-operator shape.
 
 Phases (each bounded by --timeout):
  1. ceiling: pods/s that a plain parallel client (64 in flight) gets created and Running+Ready
@@ -15,9 +31,10 @@ Phases (each bounded by --timeout):
  2. sizes: N RayClusters x M workers each, from creation to every pod existing and every
     cluster `ready`; pods/s as a fraction of the ceiling; operator CPU, peak and steady RSS and
     RSS per managed pod above idle; the operator's API requests per cluster by verb and
-    resource, 409 conflicts and status writes per cluster (from its own request metrics), and
-    every client's requests per cluster as the apiserver's metrics count them; CPU seconds of
-    each control-plane component (where the time goes);
+    resource, 409 conflicts and status writes per cluster (from the audit log, and for ours
+    from its own request metrics too), and every client's requests per cluster as the
+    apiserver's metrics count them; CPU seconds of each control-plane component (where the
+    time goes);
  3. fairness: time-to-ready of small clusters (p50/p99) while one cluster scales 0 -> W
     workers, against the same figure on an idle operator;
  4. churn: waves of scale-up, scale-down, delete+recreate; convergence time and duplicate or
@@ -44,11 +61,25 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from plane_ceiling import ceiling, list_retrying
+from scale_report import (
+    OPERATORS_NAMESPACE,
+    AuditLog,
+    OperatorConfig,
+    audit_apiserver_args,
+    audit_figures,
+    audit_policy,
+    comparison_markdown,
+    median_result,
+    parse_audit,
+    parse_operators,
+    run_order,
+)
 
 from kuberay.api.constants import RAYCLUSTERS
 from kuberay.builders import pod as podb
 from kuberay.builders import service as svcb
 from kuberay.builders.options import BuildOptions
+from kuberay.devenv.binaries import go_operator_binary
 from kuberay.devenv.manifests import install_crds
 from kuberay.devenv.plane import Plane, PlaneConfig, free_port
 from kuberay.devenv.testing import create_namespace
@@ -56,11 +87,12 @@ from kuberay.runtime.client import (
     JSON_PATCH,
     NAMESPACES,
     PODS,
+    SERVICEACCOUNTS,
     SERVICES,
     KubeClient,
     load_kubeconfig,
 )
-from kuberay.runtime.errors import ApiError, NotFound, ServerError
+from kuberay.runtime.errors import AlreadyExists, ApiError, NotFound, ServerError
 
 
 def cluster(name: str, workers: int, cpu: str = "100m") -> dict[str, Any]:
@@ -204,8 +236,14 @@ class Bench:
         metrics_port: int,
         timeout: float,
         plane: Plane | None = None,
+        audit: AuditLog | None = None,
+        audit_user: str = "",
     ) -> None:
         self.plane = plane
+        # The apiserver's record of the operator's requests (its ServiceAccount), when the
+        # plane is this benchmark's own; see scale_report.
+        self.audit = audit
+        self.audit_user = audit_user
         self.kube = kube
         self.op_pid = op_pid
         self.metrics_port = metrics_port
@@ -332,6 +370,7 @@ class Bench:
         total = n * (m + 1)
         before = scrape(self.metrics_port)
         server_before = await apiserver_requests(self.kube)
+        audit0 = self.audit.offset() if self.audit else 0
         p0 = proc_stats(self.op_pid)
         cpu0 = plane_cpu(self.plane)
         start = time.monotonic()
@@ -350,6 +389,13 @@ class Bench:
         await asyncio.sleep(5)  # steady state
         p1 = proc_stats(self.op_pid)
         reqs = diff(scrape(self.metrics_port), before)
+        audit = (
+            audit_figures(
+                parse_audit(self.audit.lines(audit0, self.audit.offset()), self.audit_user), n
+            )
+            if self.audit
+            else None
+        )
         by_verb: dict[str, float] = {}
         reconciles = sum(v for (mth, _r, _c), v in reqs.items() if mth == "RECONCILE")
         for (method, resource, _code), count in reqs.items():
@@ -387,6 +433,8 @@ class Bench:
                 if v / n >= 0.05
             },
         }
+        if audit is not None:
+            result["audit"] = audit
         await self.delete_namespace(ns)
         return result
 
@@ -517,16 +565,18 @@ def start_operator(
     """An operator serving metrics on the returned port: this one, or ``binary`` (given the
     flags both understand and the kubeconfig in KUBECONFIG)."""
     port = free_port()
+    # Both operators get the same client rate limits (the Go operator's flags are the same), so
+    # that a comparison measures the operators rather than their defaults' token buckets.
     common = [
         "--enable-leader-election=false",
         f"--metrics-addr=127.0.0.1:{port}",
         "--health-probe-bind-address=127.0.0.1:0",
         f"--reconcile-concurrency={concurrency}",
+        "--qps=1000",
+        "--burst=2000",
     ]
     ours = [
         f"--kubeconfig={kubeconfig}",
-        "--qps=1000",
-        "--burst=2000",
         "--log-stdout-encoder=console",
     ]
     argv = (
@@ -553,9 +603,143 @@ def start_operator(
     raise RuntimeError(f"operator did not serve metrics; see {log}")
 
 
+async def operator_identity(
+    kube: KubeClient, plane: Plane, workdir: Path, cfg: OperatorConfig
+) -> Path:
+    """A kubeconfig for the operator under test as its own ServiceAccount (cluster-admin), with
+    a token from the TokenRequest API: the audit policy logs that account's requests only."""
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(NAMESPACES, {"metadata": {"name": OPERATORS_NAMESPACE}})
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(SERVICEACCOUNTS, {"metadata": {"name": cfg.account}}, OPERATORS_NAMESPACE)
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"bench-{cfg.account}"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "cluster-admin",
+        },
+        "subjects": [
+            {"kind": "ServiceAccount", "name": cfg.account, "namespace": OPERATORS_NAMESPACE}
+        ],
+    }
+    with contextlib.suppress(AlreadyExists):
+        await kube.request(
+            "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding
+        )
+    token = await kube.request(
+        "POST",
+        SERVICEACCOUNTS.path(OPERATORS_NAMESPACE, cfg.account, "token"),
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 86400},
+        },
+    )
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "bench",
+                "cluster": {
+                    "server": plane.server,
+                    "certificate-authority": str(plane.pki.ca_cert),
+                },
+            }
+        ],
+        "users": [{"name": cfg.account, "user": {"token": token["status"]["token"]}}],
+        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": cfg.account}}],
+        "current-context": "bench",
+    }
+    path = workdir / f"{cfg.account}.kubeconfig"
+    path.write_text(json.dumps(doc))
+    path.chmod(0o600)
+    return path
+
+
+async def clear_workloads(kube: KubeClient, timeout: float) -> None:
+    """Deletes what a run left behind (its namespaces and RayClusters) and waits until it is
+    gone, so the next operator starts on an empty plane."""
+    bench = Bench(kube, 0, 0, timeout)
+    for ns in (await kube.list(NAMESPACES))["items"]:
+        name = ns["metadata"]["name"]
+        if name.startswith("bench-") and name not in (OPERATORS_NAMESPACE, "bench-ceiling"):
+            await bench.delete_namespace(name)
+    left = (await kube.list(RAYCLUSTERS))["items"]
+    if left:
+        names = [f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in left]
+        raise RuntimeError(f"RayClusters left after a run: {names[:10]}")
+
+
+async def run_operator(
+    args: argparse.Namespace,
+    kube: KubeClient,
+    kubeconfig: Path,
+    plane: Plane | None,
+    workdir: Path,
+    cfg: OperatorConfig,
+    run: int,
+    ceilings: dict[str, Any],
+) -> dict[str, Any]:
+    """One operator alone on the plane: start it, every size, fairness and churn if asked,
+    stop it. On this benchmark's own plane it runs as its own ServiceAccount and its requests
+    are read from the apiserver's audit log."""
+    audit = None
+    if plane is not None:
+        kubeconfig = await operator_identity(kube, plane, workdir, cfg)
+        audit = AuditLog(workdir / "audit.log")
+    log = workdir / f"operator-{cfg.account}-{run}.log"
+    binary = [str(go_operator_binary(log=lambda _: None))] if cfg.kind == "go" else None
+    proc, port = start_operator(kubeconfig, log, cfg.concurrency, binary=binary)
+    result: dict[str, Any] = {"operator": cfg.label, "concurrency": cfg.concurrency, "run": run}
+    try:
+        await asyncio.sleep(3)
+        idle = proc_stats(proc.pid)
+        result["operator_idle_rss_mib"] = round(idle.get("VmRSS", 0), 1)
+        bench = Bench(kube, proc.pid, port, args.timeout, plane, audit, cfg.username)
+        result["sizes"] = []
+        for size in filter(None, args.sizes.split(",")):
+            n, m = (int(x) for x in size.lower().split("x"))
+            r = await bench.size(n, m, idle.get("VmRSS", 0))
+            if "ceiling" in ceilings:
+                # Same end point as the ceiling (every pod Running+Ready), so comparable;
+                # the creation rate (pods_per_s) is reported beside it.
+                ceiling_rate = ceilings["ceiling"]["ceiling_pods_per_second"]
+                r["fraction_of_ceiling"] = round(r["pods_ready_per_s"] / ceiling_rate, 2)
+                r["creation_fraction_of_ceiling"] = round(r["pods_per_s"] / ceiling_rate, 2)
+            if "ceiling_with_services" in ceilings:
+                rate = ceilings["ceiling_with_services"]["ceiling_pods_per_second"]
+                r["fraction_of_ceiling_with_services"] = round(r["pods_ready_per_s"] / rate, 2)
+            result["sizes"].append(r)
+            print(
+                f"{cfg.label} run {run} size {size}: {r['all_ready_s']}s to ready, "
+                f"{r['pods_ready_per_s']} pods Ready/s",
+                flush=True,
+            )
+        if args.fairness_workers:
+            result["fairness"] = await bench.fairness(args.fairness_workers, args.small)
+            print(f"{cfg.label} fairness: {result['fairness']}", flush=True)
+        if args.churn_waves:
+            result["churn"] = await bench.churn(args.churn_clusters, args.churn_waves)
+            print(f"{cfg.label} churn: max {result['churn']['max_convergence_s']}s", flush=True)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        await clear_workloads(kube, args.timeout)
+    return result
+
+
 async def run_all(
     args: argparse.Namespace, kubeconfig: Path, plane: Plane | None, workdir: Path
 ) -> dict[str, Any]:
+    configs = parse_operators(args.operators, args.concurrency)
     result: dict[str, Any] = {"inputs": {k: v for k, v in vars(args).items() if k != "out"}}
     config = load_kubeconfig(kubeconfig)
     config.qps = 0
@@ -595,39 +779,31 @@ async def run_all(
                 print(f"ceiling with services: {result['ceiling_with_services']}", flush=True)
             # Wait for the ceiling's pods to be gone: their deletion would load the first size.
             await Bench(kube, 0, 0, args.timeout).delete_namespace("bench-ceiling")
-        proc, port = start_operator(kubeconfig, workdir / "operator.log", args.concurrency)
-        try:
-            await asyncio.sleep(3)
-            idle = proc_stats(proc.pid)
-            result["operator_idle_rss_mib"] = round(idle.get("VmRSS", 0), 1)
-            bench = Bench(kube, proc.pid, port, args.timeout, plane)
-            result["sizes"] = []
-            for size in filter(None, args.sizes.split(",")):
-                n, m = (int(x) for x in size.lower().split("x"))
-                r = await bench.size(n, m, idle.get("VmRSS", 0))
-                if "ceiling" in result:
-                    # Same end point as the ceiling (every pod Running+Ready), so comparable;
-                    # the creation rate (pods_per_s) is reported beside it.
-                    ceiling_rate = result["ceiling"]["ceiling_pods_per_second"]
-                    r["fraction_of_ceiling"] = round(r["pods_ready_per_s"] / ceiling_rate, 2)
-                    r["creation_fraction_of_ceiling"] = round(r["pods_per_s"] / ceiling_rate, 2)
-                if "ceiling_with_services" in result:
-                    rate = result["ceiling_with_services"]["ceiling_pods_per_second"]
-                    r["fraction_of_ceiling_with_services"] = round(r["pods_ready_per_s"] / rate, 2)
-                result["sizes"].append(r)
-                print(
-                    f"size {size}: {r['all_ready_s']}s to ready, {r['pods_per_s']} pods/s",
-                    flush=True,
-                )
-            if args.fairness_workers:
-                result["fairness"] = await bench.fairness(args.fairness_workers, args.small)
-                print(f"fairness: {result['fairness']}", flush=True)
-            if args.churn_waves:
-                result["churn"] = await bench.churn(args.churn_clusters, args.churn_waves)
-                print(f"churn: max {result['churn']['max_convergence_s']}s", flush=True)
-        finally:
-            proc.terminate()
-            proc.wait(30)
+        runs: dict[str, list[dict[str, Any]]] = {c.label: [] for c in configs}
+        for k, cfg in run_order(configs, args.runs):
+            try:
+                r = await run_operator(args, kube, kubeconfig, plane, workdir, cfg, k, result)
+            except Exception as exc:
+                if len(configs) == 1 and args.runs == 1:
+                    raise
+                # One config failing (a timeout at a size) must not lose the others' figures.
+                print(f"{cfg.label} run {k} failed: {exc!r}", flush=True)
+                r = {"operator": cfg.label, "run": k, "error": repr(exc)}
+                await clear_workloads(kube, args.timeout)
+            runs[cfg.label].append(r)
+    result["operators"] = {
+        c.label: {
+            "kind": c.kind,
+            "concurrency": c.concurrency,
+            "median": median_result(runs[c.label]),
+            "runs": runs[c.label],
+        }
+        for c in configs
+    }
+    if len(configs) == 1:
+        # The single-operator shape of earlier versions: its figures at the top level.
+        only = result["operators"][configs[0].label]["median"]
+        result.update({k: v for k, v in only.items() if k not in ("operator", "run")})
     return result
 
 
@@ -652,6 +828,9 @@ def markdown(result: dict[str, Any]) -> str:
             f"{cs['ceiling_pods_per_second']} pods/s |"
         )
         lines.append(f"| ceiling with Services: plane CPU s | {_cpu(cs['plane_cpu_s'])} |")
+    if "error" in result:
+        lines.append(f"| operator failed in every run | {result['error']} |")
+        return "\n".join(lines)
     lines.append(f"| operator idle RSS | {result['operator_idle_rss_mib']} MiB |")
     for r in result.get("sizes", []):
         tag = f"{r['clusters']}x{r['workers']}"
@@ -673,6 +852,13 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {tag}: apiserver requests per cluster, all clients | {', '.join(f'{k}={v}' for k, v in (r.get('apiserver_requests_per_cluster') or {}).items()) or '-'} |",
             f"| {tag}: operator requests per cluster | {', '.join(f'{k}={v}' for k, v in r['requests_per_cluster'].items())} |",
         ]
+        if r.get("audit"):
+            au = r["audit"]
+            lines.append(
+                f"| {tag}: operator requests per cluster (apiserver audit), status writes, 409s | "
+                f"{', '.join(f'{k}={v}' for k, v in au['requests_per_cluster'].items())}; "
+                f"{au['status_writes_per_cluster']}, {au['conflicts_409']} |"
+            )
     f = result.get("fairness")
     if f:
         lines.append(
@@ -689,8 +875,15 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 @contextlib.contextmanager
-def bench_plane(workdir: Path, nodes: int) -> Iterator[Plane]:
-    """A quiet local plane with ``nodes`` roomy KWOK nodes, stopped on exit."""
+def bench_plane(workdir: Path, nodes: int, audit: bool = False) -> Iterator[Plane]:
+    """A quiet local plane with ``nodes`` roomy KWOK nodes, stopped on exit. With ``audit`` its
+    apiserver logs the requests of the operators' ServiceAccounts to ``workdir/audit.log``
+    (scale_report.audit_policy)."""
+    extra: tuple[str, ...] = ()
+    if audit:
+        policy = workdir / "audit-policy.json"
+        policy.write_text(json.dumps(audit_policy()))
+        extra = audit_apiserver_args(policy, workdir / "audit.log")
     plane = Plane(
         PlaneConfig(
             directory=workdir / "plane",
@@ -698,6 +891,7 @@ def bench_plane(workdir: Path, nodes: int) -> Iterator[Plane]:
             node_cpu="256",
             node_memory="1Ti",
             unlimited=True,
+            apiserver_args=extra,
             log=lambda _: None,
         )
     )
@@ -733,19 +927,40 @@ def main() -> int:
     parser.add_argument("--churn-clusters", type=int, default=20)
     parser.add_argument("--churn-waves", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument(
+        "--operators",
+        default="ours",
+        help="comma list of NAME[:CONCURRENCY], NAME ours or go (the upstream Go operator "
+        "v1.6.1); default concurrency: --concurrency for ours, 1 for go. E.g. ours,go,go:10",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=1, help="runs of every operator, interleaved (median shown)"
+    )
     parser.add_argument("--kubeconfig", type=Path, default=None, help="use an existing cluster")
     parser.add_argument("--out", type=Path, default=Path("bench-results/scale.json"))
     args = parser.parse_args()
+    try:
+        configs = parse_operators(args.operators, args.concurrency)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    if any(c.kind == "go" for c in configs):
+        go_operator_binary()  # built before the plane starts: minutes on a cold cache
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         if args.kubeconfig:
             result = asyncio.run(run_all(args, args.kubeconfig, None, workdir))
         else:
-            with bench_plane(workdir, args.nodes) as plane:
+            with bench_plane(workdir, args.nodes, audit=True) as plane:
                 result = asyncio.run(run_all(args, plane.kubeconfig, plane, workdir))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str))
-    print(markdown(result))
+    if len(configs) == 1:
+        print(markdown(result))
+    else:
+        medians = {label: op["median"] for label, op in result["operators"].items()}
+        print(comparison_markdown(configs, medians, args.runs, result.get("ceiling")))
     print(f"\nJSON: {args.out}")
     return 0
 

@@ -166,6 +166,9 @@ class PlaneConfig:
     # Restart back-off of crashed containers: base doubling up to cap (seconds).
     backoff_base: float = 1.0
     backoff_cap: float = 10.0
+    # Appended to kube-apiserver's command line, after the plane's own flags (e.g. an audit
+    # policy and log for a benchmark).
+    apiserver_args: tuple[str, ...] = ()
     log: Callable[[str], None] = field(default=print, repr=False)
 
 
@@ -476,6 +479,7 @@ class Plane:
                 "--max-mutating-requests-inflight=0",
                 "--enable-priority-and-fairness=false",
             ]
+        argv += cfg.apiserver_args
         self._spawn("kube-apiserver", argv)
         self._wait_healthy("kube-apiserver", f"{self.server}/readyz", self.admin_context(), 90)
 

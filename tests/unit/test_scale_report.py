@@ -1,0 +1,253 @@
+"""The scale benchmark's operator comparison (tests/bench/scale_report.py): operator specs and
+run order, audit-log parsing into per-operator request figures, medians, and the table."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from scale_report import (
+    OPERATORS_NAMESPACE,
+    AuditLog,
+    OperatorConfig,
+    audit_figures,
+    audit_policy,
+    comparison_markdown,
+    median_result,
+    parse_audit,
+    parse_operators,
+    run_order,
+)
+
+GO = f"system:serviceaccount:{OPERATORS_NAMESPACE}:op-go"
+OURS = f"system:serviceaccount:{OPERATORS_NAMESPACE}:op-ours"
+
+
+def event(
+    verb: str,
+    resource: str | None,
+    code: int,
+    user: str = GO,
+    subresource: str | None = None,
+    stage: str = "ResponseComplete",
+) -> str:
+    ev: dict[str, Any] = {
+        "kind": "Event",
+        "apiVersion": "audit.k8s.io/v1",
+        "level": "Metadata",
+        "stage": stage,
+        "verb": verb,
+        "user": {"username": user, "groups": [f"system:serviceaccounts:{OPERATORS_NAMESPACE}"]},
+        "responseStatus": {"metadata": {}, "code": code},
+        "requestURI": "/x",
+    }
+    if resource is not None:
+        ev["objectRef"] = {"resource": resource, "namespace": "bench-2x2", "apiVersion": "v1"}
+        if subresource:
+            ev["objectRef"]["subresource"] = subresource
+    return json.dumps(ev)
+
+
+def test_parse_operators_defaults_and_labels() -> None:
+    configs = parse_operators("ours,go,go:10", ours_concurrency=8)
+    assert configs == [
+        OperatorConfig("ours", 8, "ours"),
+        OperatorConfig("go", 1, "go"),
+        OperatorConfig("go", 10, "go:10"),
+    ]
+    assert configs[2].account == "op-go-10"
+    assert configs[2].username == f"system:serviceaccount:{OPERATORS_NAMESPACE}:op-go-10"
+    assert parse_operators("ours:3", 8) == [OperatorConfig("ours", 3, "ours:3")]
+
+
+@pytest.mark.parametrize("spec", ["", "rust", "go:0", "go:x", "go,go", "ours,,ours"])
+def test_parse_operators_rejects(spec: str) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - the message varies by mistake
+        parse_operators(spec, 8)
+
+
+def test_run_order_interleaves() -> None:
+    a, b = parse_operators("ours,go", 8)
+    assert run_order([a, b], 2) == [(0, a), (0, b), (1, a), (1, b)]
+
+
+def test_policy_logs_only_the_operators_accounts_on_completion() -> None:
+    policy = audit_policy()
+    assert policy["rules"][-1] == {"level": "None"}
+    assert policy["rules"][0]["userGroups"] == [f"system:serviceaccounts:{OPERATORS_NAMESPACE}"]
+    assert "ResponseComplete" not in policy["omitStages"]
+
+
+def test_parse_audit_counts_one_user_by_verb_resource_code() -> None:
+    lines = [
+        event("create", "pods", 201),
+        event("create", "pods", 201),
+        event("create", "pods", 201, user=OURS),  # another operator's request
+        event("update", "rayclusters", 200, subresource="status"),
+        event("update", "rayclusters", 409, subresource="status"),
+        event("patch", "rayclusters", 200, subresource="status"),
+        event("list", "pods", 200),
+        event("watch", "pods", 200),
+        event("get", None, 200),  # discovery: no object
+        event("create", "pods", 201, stage="ResponseStarted"),
+        '{"kind": "Event", "verb": "crea',  # torn last write
+        "",
+    ]
+    counts = parse_audit(lines, GO)
+    assert counts == Counter(
+        {
+            ("create", "pods", 201): 2,
+            ("update", "rayclusters/status", 200): 1,
+            ("update", "rayclusters/status", 409): 1,
+            ("patch", "rayclusters/status", 200): 1,
+            ("list", "pods", 200): 1,
+            ("watch", "pods", 200): 1,
+            ("get", "nonresource", 200): 1,
+        }
+    )
+    figures = audit_figures(counts, clusters=2)
+    assert figures["requests_per_cluster"] == {
+        "create pods": 1.0,
+        "get nonresource": 0.5,
+        "list pods": 0.5,
+        "patch rayclusters/status": 0.5,
+        "update rayclusters/status": 1.0,
+        "watch pods": 0.5,
+    }
+    # Watches are counted when they end: left out of the total.
+    assert figures["requests_total_per_cluster"] == 3.5
+    assert figures["status_writes_per_cluster"] == 1.5
+    assert figures["conflicts_409"] == 1
+    assert figures["errors_5xx"] == 0
+
+
+def test_audit_log_windows_by_offset(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.log")
+    assert log.offset() == 0
+    assert log.lines(0, 100) == []
+    log.path.write_text(event("create", "pods", 201) + "\n")
+    start = log.offset()
+    with open(log.path, "a") as f:
+        f.write(event("delete", "pods", 200) + "\n" + event("get", "pods", 200)[:20])
+    end = log.offset()  # the half-written line is not in this window
+    got = parse_audit(log.lines(start, end), GO)
+    assert got == Counter({("delete", "pods", 200): 1})
+
+
+def size(rate: float, cpu: float, audit: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "clusters": 20,
+        "workers": 2,
+        "pods_ready_per_s": rate,
+        "all_pods_ready_s": 1.0,
+        "all_ready_s": 1.0,
+        "operator_cpu_s": cpu,
+        "operator_peak_rss_mib": 100.0,
+        "rss_per_pod_kib": 10.0,
+        "reconciles_per_cluster": 3.0,
+        "audit": audit
+        or {
+            "requests_per_cluster": {"create pods": 3.0},
+            "requests_total_per_cluster": 5.0,
+            "status_writes_per_cluster": 1.0,
+            "conflicts_409": 0,
+        },
+    }
+
+
+def test_median_result_per_figure_and_missing_counts_as_zero() -> None:
+    runs = [
+        {"run": 0, "operator_idle_rss_mib": 50.0, "sizes": [size(10.0, 1.0)]},
+        {"run": 1, "operator_idle_rss_mib": 70.0, "sizes": [size(30.0, 3.0)]},
+        {
+            "run": 2,
+            "operator_idle_rss_mib": 60.0,
+            "sizes": [
+                size(
+                    20.0,
+                    2.0,
+                    {
+                        "requests_per_cluster": {"create pods": 3.0, "get pods": 3.0},
+                        "requests_total_per_cluster": 8.0,
+                        "status_writes_per_cluster": 2.0,
+                        "conflicts_409": 4,
+                    },
+                )
+            ],
+        },
+        {"run": 3, "error": "TimeoutError()"},
+    ]
+    med = median_result(runs)
+    assert med["runs_finished"] == 3
+    assert "run" not in med
+    assert med["operator_idle_rss_mib"] == 60.0
+    s = med["sizes"][0]
+    assert (s["pods_ready_per_s"], s["operator_cpu_s"], s["clusters"]) == (20.0, 2.0, 20)
+    assert s["audit"]["requests_per_cluster"] == {"create pods": 3.0, "get pods": 0}
+    assert s["audit"]["conflicts_409"] == 0
+    assert median_result([{"run": 0, "error": "boom"}]) == {"error": "boom"}
+
+
+def test_comparison_table_columns_and_ratio_against_best_go() -> None:
+    configs = parse_operators("ours,go,go:10", 8)
+    medians = {
+        "ours": {"operator_idle_rss_mib": 80.0, "sizes": [size(40.0, 4.0)]},
+        "go": {"operator_idle_rss_mib": 40.0, "sizes": [size(10.0, 1.0)]},
+        "go:10": {"operator_idle_rss_mib": 40.0, "sizes": [size(20.0, 2.0)]},
+    }
+    table = comparison_markdown(configs, medians, runs=3)
+    lines = table.splitlines()
+    assert "Median of 3 run(s)" in lines[0]
+    assert "| figure | ours | go | go:10 | ours ÷ best Go |" in lines
+    assert "| 20x2: best Go config (by pods Ready/s) | | | | go:10 |" in lines
+    # Ratios are ours over go:10 (the faster Go config), not over go.
+    assert "| 20x2: pods Ready per second | 40 | 10 | 20 | 2.00 |" in lines
+    assert "| 20x2: operator CPU, s | 4 | 1 | 2 | 2.00 |" in lines
+    assert "| 20x2: status writes per cluster (audit) | 1 | 1 | 1 | 1.00 |" in lines
+    assert "| 20x2:   create pods per cluster | 3 | 3 | 3 | 1.00 |" in lines
+    assert "| 20x2: 409 conflicts (audit) | 0 | 0 | 0 | - |" in lines  # 0/0
+    # Every row has as many cells as the header.
+    width = lines[2].count("|")
+    assert all(line.count("|") == width for line in lines if line.startswith("| "))
+
+
+def test_comparison_table_marks_a_failed_config() -> None:
+    configs = parse_operators("ours,go", 8)
+    medians: dict[str, dict[str, Any]] = {
+        "ours": {"operator_idle_rss_mib": 80.0, "sizes": [size(40.0, 4.0)]},
+        "go": {"error": "TimeoutError('clusters in bench-20x2 not converged after 600s')"},
+    }
+    table = comparison_markdown(configs, medians, runs=1, ceiling={"ceiling_pods_per_second": 90})
+    assert "| ceiling (no operator), pods/s | 90 | | |" in table
+    assert "| 20x2: pods Ready per second | 40 | - | - |" in table
+    assert "- go: TimeoutError(" in table
+
+
+def test_audit_log_offset_of_a_large_log_is_its_end(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.log")
+    line = event("create", "pods", 201) + "\n"
+    log.path.write_text(line * 500)  # well past the tail that offset() reads
+    assert log.offset() == len(line) * 500
+    assert parse_audit(log.lines(len(line) * 10, log.offset()), GO) == Counter(
+        {("create", "pods", 201): 490}
+    )
+
+
+def test_comparison_table_leaves_out_figures_no_config_has() -> None:
+    configs = parse_operators("ours,go", 8)
+    with_ceiling = {**size(40.0, 4.0), "fraction_of_ceiling": 0.8}
+    medians: dict[str, dict[str, Any]] = {
+        "ours": {"sizes": [with_ceiling]},
+        "go": {"sizes": [{**size(20.0, 2.0), "fraction_of_ceiling": 0.4}]},
+    }
+    assert "| 20x2: pods Ready per second / ceiling | 0.8 | 0.4 | 2.00 |" in (
+        comparison_markdown(configs, medians, runs=1)
+    )
+    medians = {"ours": {"sizes": [size(40.0, 4.0)]}, "go": {"sizes": [size(20.0, 2.0)]}}
+    assert "/ ceiling" not in comparison_markdown(configs, medians, runs=1)
