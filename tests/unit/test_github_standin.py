@@ -60,13 +60,18 @@ def test_archive_urls_of_known_repositories_only() -> None:
 
 @pytest.fixture(scope="module")
 def apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ModuleType]]:
-    """The archives' modules, imported as Ray imports them: from the unpacked top directory."""
+    """The archives' modules, unpacked as Ray unpacks a remote working_dir zip (its top-level
+    directory removed) and imported from there."""
     pytest.importorskip("ray.serve")
+    from ray._private.runtime_env.packaging import unzip_package
+
     base = tmp_path_factory.mktemp("apps")
     roots = []
     for repo in github_standin.APPS:
-        zipfile.ZipFile(io.BytesIO(archive(repo, "abc1234"))).extractall(base)
-        roots.append(str(base / f"{repo}-abc1234"))
+        package = base / f"{repo}.zip"
+        package.write_bytes(archive(repo, "abc1234"))
+        unzip_package(str(package), str(base / repo), True, True)
+        roots.append(str(base / repo))
     sys.path[:0] = roots
     names = ("fruit", "conditional_dag", "microbenchmarks", "microbenchmarks.no_ops")
     try:
@@ -112,6 +117,17 @@ def _deployments(app: Any) -> set[str]:
         names.add(dep.name)
         todo.extend(a._bound_deployment for a in dep.init_args if hasattr(a, "_bound_deployment"))
     return names
+
+
+def test_import_paths_resolve_as_serve_resolves_them(apps: dict[str, ModuleType]) -> None:
+    from ray._common.utils import import_attr
+    from ray.serve._private.api import call_user_app_builder_with_args_if_necessary as build
+    from ray.serve.deployment import Application
+
+    assert isinstance(build(import_attr("fruit.deployment_graph"), {}), Application)
+    assert isinstance(build(import_attr("conditional_dag.serve_dag"), {}), Application)
+    builder = import_attr("microbenchmarks.no_ops:app_builder")
+    assert _deployments(build(builder, {"num_forwards": 0})) == {"NoOp"}
 
 
 async def test_fruit_market_answers_price_times_quantity(apps: dict[str, ModuleType]) -> None:
