@@ -247,11 +247,14 @@ def test_stand_in_serves_archives_over_tls_trusted_by_its_bundle(tmp_path: Path)
         first_certifi = Path(certifi.where()).read_text().split("-----END CERTIFICATE-----")[0]
         assert first_certifi.strip() in text
         github.serve("127.0.0.1", port=0)
+        # A client that connects and says nothing holds up no one else.
+        stalled = socket.create_connection(("127.0.0.1", github.port))
         status, body = _https_get(github.port, bundle, f"/ray-project/test_dag/archive/{SHA}.zip")
         assert status == 200
         assert body == archive("test_dag", SHA)
         status, _ = _https_get(github.port, bundle, "/ray-project/kuberay/archive/master.zip")
         assert status == 404
+        stalled.close()
         assert github.resolver.overrides == {"github.com": "127.0.0.1"}
         assert github.requests[0].startswith(f"GET /ray-project/test_dag/archive/{SHA}.zip 200")
     with GitHubStandIn(tmp_path / "pki", tmp_path / "b2.pem") as again:

@@ -36,7 +36,9 @@ import asyncio
 import io
 import os
 import re
+import socket
 import ssl
+import sys
 import threading
 import zipfile
 from collections.abc import Mapping
@@ -319,15 +321,31 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _ArchiveServer(ThreadingHTTPServer):
+    """HTTPS with the TLS handshake in each request's own thread (bounded by a timeout), so
+    that a client that connects and stalls never holds up the accepting thread."""
+
     daemon_threads = True
 
     def __init__(
         self, address: tuple[str, int], context: ssl.SSLContext, requests: list[str]
     ) -> None:
         super().__init__(address, _Handler)
-        self.socket = context.wrap_socket(self.socket, server_side=True)
+        self.context = context
         self.cache: dict[tuple[str, str], bytes] = {}
         self.requests = requests  # what was asked, for the harness's log
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        raw, peer = self.socket.accept()
+        raw.settimeout(30)
+        return self.context.wrap_socket(raw, server_side=True, do_handshake_on_connect=False), peer
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.do_handshake()
+        super().finish_request(request, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        self.requests.append(f"error from {client_address[0]}: {exc!r}")
 
 
 def ca_bundle(ca_cert: Path, out: Path) -> Path:
