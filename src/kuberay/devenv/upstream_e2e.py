@@ -316,7 +316,8 @@ def pod_python_env(directory: Path) -> Path:
 
     A bare venv of the same base interpreter, a ``.pth`` naming this environment's
     site-packages (after its own, so what a test installs wins), and this environment's console
-    scripts (``ray``, ``serve``, ``pip``) re-pointed at the new interpreter.
+    scripts (``ray``, ``serve``, ``pip``) re-pointed at the new interpreter, and what the
+    image has that this environment lacks (``IMAGE_PACKAGES``, installed from the registry).
     """
     python = directory / "bin" / "python"
     if not python.exists():
@@ -348,7 +349,19 @@ def pod_python_env(directory: Path) -> Path:
         ):
             target.write_text(f"#!{python}\n{rest}")
             target.chmod(0o755)
+    missing = [
+        req
+        for module, req in IMAGE_PACKAGES.items()
+        if subprocess.run([str(python), "-c", f"import {module}"], capture_output=True).returncode
+    ]
+    if missing:
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *missing], check=True)
     return directory
+
+
+# Packages the rayproject/ray image carries that the suites' pods use and this project's
+# environment may lack: module -> requirement (test/support's locust_runner.py imports tqdm).
+IMAGE_PACKAGES = {"tqdm": "tqdm==4.70.1"}
 
 
 RAY_HOME = "/home/ray"  # the rayproject/ray images' HOME and working directory
