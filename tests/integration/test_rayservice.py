@@ -350,6 +350,43 @@ async def test_serve_config_change_applied_in_place(
     assert fake.serve_updates == 2, "the same config is never PUT twice"
 
 
+async def test_upgrades_off_serve_config_reaches_the_active_cluster_despite_spec_change(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    """``upgradeStrategy: None``: no new cluster ever comes, so a serve config changed together
+    with the cluster spec goes to the active cluster (upstream's
+    TestUpdateServeConfigAndRayClusterSpecWithUpgradeDisabled)."""
+    await kube.create(
+        RAYSERVICES, rayservice("noupgrade", upgradeStrategy={"type": "None"}), namespace
+    )
+    obj = await wait_service(
+        kube,
+        namespace,
+        "noupgrade",
+        lambda o: is_ready(o) and bool(active_name(o)),
+        "Ready with an active cluster",
+    )
+    active = active_name(obj)
+    fake = operator.dashboard(active)
+    spec = copy.deepcopy(obj["spec"]["rayClusterConfig"])
+    spec["headGroupSpec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "FOO", "value": "BAR"}
+    ]
+    new_config = SERVE_CONFIG.replace("num_replicas: 1", "num_replicas: 3")
+    patch = {"spec": {"serveConfigV2": new_config, "rayClusterConfig": spec}}
+    await kube.patch(RAYSERVICES, "noupgrade", patch, namespace)
+
+    async def reapplied() -> bool:
+        return fake.serve_updates == 2
+
+    await wait_until(reapplied, what="the new serve config PUT to the active cluster", timeout=30)
+    assert (fake.serve_config or {})["applications"][0]["deployments"][0]["num_replicas"] == 3
+    assert await cluster_names(kube, namespace) == {active}
+    obj = await kube.get(RAYSERVICES, "noupgrade", namespace)
+    assert active_name(obj) == active
+    assert not pending_name(obj)
+
+
 async def test_replica_change_updates_the_cluster_in_place(
     kube: KubeClient, namespace: str, operator: Operator
 ) -> None:

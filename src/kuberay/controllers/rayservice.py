@@ -412,9 +412,14 @@ class RayServiceReconciler:
         active_serve = ServeState()
         if active is not None:
             # The active cluster keeps serving while a pending one comes up; config-only
-            # changes are applied to it in place (its hash still matches the goal), and during
-            # a rollback it gets the goal config back.
-            apply = rsb.matches_goal(svc, active) and (pending is None or rolling_back)
+            # changes are applied to it in place (its hash still matches the goal, or upgrades
+            # are off so no new cluster will come), and during a rollback it gets the goal
+            # config back. upstream: the active branch of reconcileServe's callers, gated on
+            # !shouldPrepareNewCluster.
+            in_place = rsb.matches_goal(svc, active) or not rss.upgrades_enabled(
+                svc, gates=self.config.gates, zero_downtime=self.config.zero_downtime
+            )
+            apply = in_place and (pending is None or rolling_back)
             active_serve = await self._reconcile_serve(
                 svc,
                 active,

@@ -433,6 +433,14 @@ def should_prepare_new_cluster(
         return True
     if rsb.matches_goal(svc, active) or rsb.only_groups_appended(svc, active):
         return False
+    return upgrades_enabled(svc, gates=gates, zero_downtime=zero_downtime)
+
+
+def upgrades_enabled(svc: Obj, *, gates: FeatureGates, zero_downtime: bool) -> bool:
+    """Whether a changed cluster spec gets a new cluster: ``NewCluster`` always, incremental
+    with its gate, ``None`` never, no strategy as ``ENABLE_ZERO_DOWNTIME`` says. When it does
+    not, the active cluster keeps serving and takes serve config changes in place.
+    upstream: ``isZeroDowntimeUpgradeEnabled``."""
     strategy = ((svc["spec"].get("upgradeStrategy") or {}).get("type")) or ""
     if strategy == c.RAYSERVICE_UPGRADE_NEW_CLUSTER:
         return True

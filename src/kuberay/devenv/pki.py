@@ -135,9 +135,7 @@ class PKI:
         self.dir.mkdir(parents=True, exist_ok=True)
         if not (self.ca_cert.exists() and self.ca_key.exists()):
             self._make_ca()
-        ca_key = serialization.load_pem_private_key(self.ca_key.read_bytes(), None)
-        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-        ca = x509.load_pem_x509_certificate(self.ca_cert.read_bytes())
+        ca, ca_key = self._load_ca()
         if not self._serving_covers_sans():
             self._make_serving(ca, ca_key)
         for ident in CLIENT_IDENTITIES:
@@ -172,9 +170,7 @@ class PKI:
         names; reissued when it does not cover them all."""
         if _covers(self.kubelet_cert, self.kubelet_key, names):
             return
-        ca_key = serialization.load_pem_private_key(self.ca_key.read_bytes(), None)
-        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-        ca = x509.load_pem_x509_certificate(self.ca_cert.read_bytes())
+        ca, ca_key = self._load_ca()
         self._issue(
             ca,
             ca_key,
@@ -184,6 +180,26 @@ class PKI:
             client=False,
             sans=_general_names(names),
         )
+
+    def ensure_server(self, stem: str, names: tuple[str, ...]) -> tuple[Path, Path]:
+        """``<stem>.crt``/``<stem>.key``: a serving certificate for ``names`` from this CA (made
+        first if missing), for a host service other than the apiserver, such as a local stand-in
+        for an outside host; reissued when it does not cover every name."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if not (self.ca_cert.exists() and self.ca_key.exists()):
+            self._make_ca()
+        cert, key = self.dir / f"{stem}.crt", self.dir / f"{stem}.key"
+        if not _covers(cert, key, names):
+            ca, ca_key = self._load_ca()
+            self._issue(
+                ca, ca_key, _name(names[0]), cert, key, client=False, sans=_general_names(names)
+            )
+        return cert, key
+
+    def _load_ca(self) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+        ca_key = serialization.load_pem_private_key(self.ca_key.read_bytes(), None)
+        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+        return x509.load_pem_x509_certificate(self.ca_cert.read_bytes()), ca_key
 
     def _sans(self) -> list[str]:
         names = [

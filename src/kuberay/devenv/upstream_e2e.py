@@ -44,9 +44,10 @@ from typing import Any
 
 from kuberay.devenv import binaries
 from kuberay.devenv.gatewayapi import install_gateway_api
+from kuberay.devenv.github_standin import GitHubStandIn
 from kuberay.devenv.manifests import install_crds
 from kuberay.devenv.operatorproc import OperatorProcess
-from kuberay.devenv.plane import PlaneConfig, running_plane
+from kuberay.devenv.plane import Plane, PlaneConfig, running_plane
 from kuberay.runtime.client import KubeClient, load_kubeconfig
 
 SUITES = binaries.UPSTREAM_E2E_SUITES
@@ -71,30 +72,7 @@ _ISTIO = (
     "needs a Gateway API implementation (the test creates a Gateway of class `istio` and waits "
     "for it to be Programmed with an address); none runs on this plane"
 )
-_GITHUB = (
-    "its Serve apps' runtime_env working_dir is a GitHub archive "
-    "(github.com/ray-project/test_dag); this machine reaches no host but the package registries"
-)
 NOT_RUNNABLE: dict[str, str] = {
-    **{
-        f"e2erayservice/{name}": _GITHUB
-        for name in (
-            "TestRayServiceAuthToken",
-            "TestStaticRayService",
-            "TestAutoscalingRayService",
-            "TestRayServiceZeroDowntimeUpgrade",
-            "TestRayServiceGCSFaultTolerance",
-            "TestRayServiceRayClusterDeletionDelaySeconds",
-            "TestRayServiceBecomesReadyBeforeTimeout",
-            "TestRayServiceInPlaceUpdate",
-            "TestUpdateServeConfigAndRayClusterSpec",
-            "TestUpdateServeConfigAndRayClusterSpecWithUpgradeDisabled",
-            "TestRedeployRayServe",
-        )
-    },
-    "sampleyaml/TestRayService": _GITHUB + " (every ray-service sample it applies)",
-    "e2erayservice/TestRayServiceManagedBy/"
-    "Successful_creation_of_RayService,_managed_by_Kuberay_Operator": _GITHUB,
     "e2eincrementalupgrade/TestRayServiceIncrementalUpgrade": _ISTIO,
     "e2eincrementalupgrade/TestRayServiceIncrementalUpgradeWithLocust": _ISTIO,
     "e2eincrementalupgrade/TestRayServiceIncrementalUpgradeRollback": _ISTIO,
@@ -338,7 +316,8 @@ def pod_python_env(directory: Path) -> Path:
 
     A bare venv of the same base interpreter, a ``.pth`` naming this environment's
     site-packages (after its own, so what a test installs wins), and this environment's console
-    scripts (``ray``, ``serve``, ``pip``) re-pointed at the new interpreter.
+    scripts (``ray``, ``serve``, ``pip``) re-pointed at the new interpreter, and what the
+    image has that this environment lacks (``IMAGE_PACKAGES``, installed from the registry).
     """
     python = directory / "bin" / "python"
     if not python.exists():
@@ -370,7 +349,19 @@ def pod_python_env(directory: Path) -> Path:
         ):
             target.write_text(f"#!{python}\n{rest}")
             target.chmod(0o755)
+    missing = [
+        req
+        for module, req in IMAGE_PACKAGES.items()
+        if subprocess.run([str(python), "-c", f"import {module}"], capture_output=True).returncode
+    ]
+    if missing:
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *missing], check=True)
     return directory
+
+
+# Packages the rayproject/ray image carries that the suites' pods use and this project's
+# environment may lack: module -> requirement (test/support's locust_runner.py imports tqdm).
+IMAGE_PACKAGES = {"tqdm": "tqdm==4.70.1"}
 
 
 RAY_HOME = "/home/ray"  # the rayproject/ray images' HOME and working directory
@@ -379,14 +370,15 @@ RAY_HOME = "/home/ray"  # the rayproject/ray images' HOME and working directory
 IMAGE_DIRS = (RAY_HOME, "/data")
 
 
-def image_map(path: Path, python_env: Path) -> Path:
+def image_map(path: Path, python_env: Path, ray_env: dict[str, str] | None = None) -> Path:
     """Every ``rayproject/ray`` image is ``python_env`` (this Ray) in ``/home/ray``, as in the
     image: tests run files by relative path (``python samples/x.py``) from there. ``redis`` runs
     the host's ``redis-server`` (the GCS fault-tolerance tests' external Redis).
 
     ``/home/ray`` is created on the host (the process runtime's containers share its file
     system), and again before each test since any plane that created it as a mount point's
-    parent removes it when it stops.
+    parent removes it when it stops. ``ray_env``: variables of the Ray image (the GitHub
+    stand-in's CA bundle).
     """
     for directory in IMAGE_DIRS:
         Path(directory).mkdir(parents=True, exist_ok=True)
@@ -395,6 +387,7 @@ def image_map(path: Path, python_env: Path) -> Path:
             "python_env": str(python_env),
             "working_dir": RAY_HOME,
             "home": RAY_HOME,
+            "env": dict(ray_env or {}),
         },
         # The image's entrypoint script turns protected mode off (without a password Redis
         # would refuse every client that is not on loopback). Its working directory (where Redis
@@ -430,44 +423,78 @@ def run(
     tests_bin = binaries.ensure([f"{s}.test" for s in suites], log=log)
     kubectl = binaries.ensure(["kubectl"], log=log)["kubectl"]
     go = binaries._find_go([f"{s}.test" for s in suites])
+    python_env = pod_python_env(out_dir / "pod-python")
+    # The bundle inside the pods' Python environment: pods see it (their /tmp is private).
+    github = GitHubStandIn(out_dir / "github-pki", python_env / "github-stand-in-ca.pem")
+    github.start()
     config = PlaneConfig(
         directory=out_dir / "plane",
         runtime="process",
-        image_map=image_map(out_dir / "images.json", pod_python_env(out_dir / "pod-python")),
+        egress_dns=(github.resolver.address,),
+        image_map=image_map(out_dir / "images.json", python_env, github.pod_env),
         log=log,
     )
     results = [] if results is None else results
-    with running_plane(config) as plane:
-        asyncio.run(_install(plane.kubeconfig))
-        # On the host, cluster DNS names do not resolve: the operator reaches dashboards through
-        # the apiserver's service proxy (as in tests/e2e).
-        operator = OperatorProcess(
-            plane, out_dir, f"--feature-gates={FEATURE_GATES}", "--use-kubernetes-proxy"
-        )
-        operator.start()
-        try:
-            artifacts = out_dir / "artifacts"
-            artifacts.mkdir(exist_ok=True)
-            env = dict(os.environ)
-            for key, value in DEFAULT_TIMEOUTS.items():
-                env.setdefault(key, value)
-            env.setdefault("KUBERAY_TEST_RAY_IMAGE", RAY_IMAGE)
-            env.update(
-                KUBECONFIG=str(plane.kubeconfig),
-                KUBERAY_TEST_OUTPUT_DIR=str(artifacts),
-                PATH=f"{kubectl.parent}:{env.get('PATH', '')}",
+    try:
+        with running_plane(config) as plane:
+            github.serve(plane.pod_gateway)
+            log(f"github.com stand-in at https://{plane.pod_gateway}:{github.port}")
+            _run_suites(
+                plane,
+                suites,
+                {**tests_bin, "kubectl": kubectl},
+                go,
+                out_dir,
+                run_filter,
+                log,
+                results,
             )
-            for suite in suites:
-                log(f"== upstream suite {suite}")
-                results.append(
-                    run_suite(suite, tests_bin[f"{suite}.test"], go, env, out_dir, run_filter)
-                )
-                if operator.proc is not None and operator.proc.poll() is not None:
-                    log(f"operator exited ({operator.proc.returncode}); restarting it")
-                    operator.start()
-        finally:
-            operator.stop()
+    finally:
+        github.stop()
+        (out_dir / "github-requests.log").write_text("\n".join(github.requests) + "\n")
     return results
+
+
+def _run_suites(
+    plane: Plane,
+    suites: Sequence[str],
+    binaries_of: dict[str, Path],
+    go: str,
+    out_dir: Path,
+    run_filter: str | None,
+    log: Any,
+    results: list[SuiteResult],
+) -> None:
+    """Installs the CRDs, starts our operator and runs ``suites`` on a running ``plane``."""
+    asyncio.run(_install(plane.kubeconfig))
+    # On the host, cluster DNS names do not resolve: the operator reaches dashboards through
+    # the apiserver's service proxy (as in tests/e2e).
+    operator = OperatorProcess(
+        plane, out_dir, f"--feature-gates={FEATURE_GATES}", "--use-kubernetes-proxy"
+    )
+    operator.start()
+    try:
+        artifacts = out_dir / "artifacts"
+        artifacts.mkdir(exist_ok=True)
+        env = dict(os.environ)
+        for key, value in DEFAULT_TIMEOUTS.items():
+            env.setdefault(key, value)
+        env.setdefault("KUBERAY_TEST_RAY_IMAGE", RAY_IMAGE)
+        env.update(
+            KUBECONFIG=str(plane.kubeconfig),
+            KUBERAY_TEST_OUTPUT_DIR=str(artifacts),
+            PATH=f"{binaries_of['kubectl'].parent}:{env.get('PATH', '')}",
+        )
+        for suite in suites:
+            log(f"== upstream suite {suite}")
+            results.append(
+                run_suite(suite, binaries_of[f"{suite}.test"], go, env, out_dir, run_filter)
+            )
+            if operator.proc is not None and operator.proc.poll() is not None:
+                log(f"operator exited ({operator.proc.returncode}); restarting it")
+                operator.start()
+    finally:
+        operator.stop()
 
 
 # ---------------------------------------------------------------------- report

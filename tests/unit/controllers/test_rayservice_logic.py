@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kuberay.api import features
 from kuberay.api.features import FeatureGates
 from kuberay.api.k8svalidation import format_go_duration
 from kuberay.builders import rayservice as rsb
@@ -129,6 +130,30 @@ def test_should_prepare_new_cluster(
         zero_downtime=zero_downtime,
     )
     assert got is want, case
+
+
+@pytest.mark.parametrize(
+    ("strategy", "zero_downtime", "want"),
+    [
+        (None, True, True),
+        (None, False, False),
+        ("NewCluster", False, True),
+        ("None", True, False),
+    ],
+)
+def test_upgrades_enabled(strategy: str | None, zero_downtime: bool, want: bool) -> None:
+    svc = rayservice("a")
+    if strategy is not None:
+        svc["spec"]["upgradeStrategy"] = {"type": strategy}
+    assert rss.upgrades_enabled(svc, gates=GATES, zero_downtime=zero_downtime) is want
+
+
+def test_incremental_upgrades_follow_their_gate() -> None:
+    svc = rayservice("a")
+    svc["spec"]["upgradeStrategy"] = {"type": "NewClusterWithIncrementalUpgrade"}
+    for on in (True, False):
+        gates = FeatureGates({features.RAY_SERVICE_INCREMENTAL_UPGRADE: on})
+        assert rss.upgrades_enabled(svc, gates=gates, zero_downtime=not on) is on
 
 
 def test_no_new_cluster_while_rolling_back() -> None:
