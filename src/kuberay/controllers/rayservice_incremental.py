@@ -256,12 +256,12 @@ def route_backends(status: Obj, active: Obj, pending: Obj | None) -> list[gwb.Ba
     ]
 
 
-def capacity_config(svc: Obj, cluster: Obj, deployed: Obj) -> Obj:
+def capacity_config(svc: Obj, applied: str | None, deployed: Obj) -> Obj:
     """The Serve config to PUT for a ``target_capacity`` change (without the capacity): the
-    goal's when the cluster's hash annotation says it runs the goal, else what the dashboard
-    reports as deployed, so that a capacity change never redeploys other applications. Empty
-    when there is nothing to PUT. upstream: the config choice of ``applyServeTargetCapacity``."""
-    applied = (cluster["metadata"].get("annotations") or {}).get(c.ANNOTATION_SERVE_CONFIG_HASH)
+    goal's when ``applied`` (the hash of the config last PUT to the cluster) says it runs the
+    goal, else what the dashboard reports as deployed, so that a capacity change never
+    redeploys other applications. Empty when there is nothing to PUT.
+    upstream: the config choice of ``applyServeTargetCapacity``."""
     if applied and applied == rsb.serve_config_hash(svc):
         return rsb.serve_config(svc) or {}
     return copy.deepcopy(deployed)

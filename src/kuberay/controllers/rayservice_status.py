@@ -495,16 +495,17 @@ def endpoints_wait(cluster_name: str) -> str:
 # ---------------------------------------------------------------------- serve
 
 
-SERVE_RECORD = "record"  # the config runs already; only the record of it was lost
+SERVE_RECORD = "record"  # the config runs already; only this process's record of it is missing
 SERVE_PUT = "put"
 
 
 def serve_config_action(config: Obj, applied: str | None, want: str, details: Obj) -> str:
     """What to do about the Serve config on one cluster: ``SERVE_PUT`` when it has not got
     the goal (or runs no application at all, e.g. after a head restart without GCS FT),
-    ``SERVE_RECORD`` when it runs the goal but the hash annotation saying so was lost (a crash
-    right after the PUT), else "" (nothing, also when ``config`` is empty: not to be applied).
-    upstream: ``checkIfNeedSubmitServeApplications`` (with the annotation as the cache)."""
+    ``SERVE_RECORD`` when it runs the goal but ``applied`` does not say so (after a restart,
+    or a crash right after the PUT), else "" (nothing, also when ``config`` is empty: not to
+    be applied). upstream: ``checkIfNeedSubmitServeApplications``, whose in-memory cache is
+    ``applied`` here, with Serve's own report consulted before a PUT."""
     if not config:
         return ""
     no_apps = not (details.get("applications") or {})
@@ -532,9 +533,10 @@ def serve_state(details: Obj, capacity: int | None) -> ServeState:
 
 
 def serve_label(*, exclude_head: bool, probed: bool | None, apps: dict[str, Obj] | None) -> str:
-    """The head pod's ``ray.io/serve`` label: the proxy probe's verdict, or when the proxy could
-    not be reached whether every application is RUNNING; always "false" when the head is
-    excluded from the serve Service. upstream: ``updateHeadPodServeLabel``."""
+    """The head pod's ``ray.io/serve`` label: the proxy probe's verdict (an unreachable proxy is
+    unhealthy); with no probe run (None: none configured, or no pod IP yet) whether every
+    application is RUNNING; always "false" when the head is excluded from the serve Service.
+    upstream: ``updateHeadPodServeLabel``."""
     if exclude_head:
         return "false"
     healthy = probed

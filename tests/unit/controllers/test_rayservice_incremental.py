@@ -415,7 +415,7 @@ def test_route_backends_carry_each_clusters_port_and_weight() -> None:
 
 
 @pytest.mark.parametrize(
-    ("annotation", "deployed", "want"),
+    ("applied", "deployed", "want"),
     [
         ("goal", {"applications": [{"name": "old"}]}, {"applications": []}),
         ("other", {"applications": [{"name": "old"}]}, {"applications": [{"name": "old"}]}),
@@ -424,14 +424,12 @@ def test_route_backends_carry_each_clusters_port_and_weight() -> None:
     ids=["runs-the-goal", "runs-something-else", "nothing-known"],
 )
 def test_capacity_config_is_what_the_cluster_runs(
-    annotation: str | None, deployed: dict[str, Any], want: dict[str, Any]
+    applied: str | None, deployed: dict[str, Any], want: dict[str, Any]
 ) -> None:
     svc = rayservice()
-    cluster = rsb.build_cluster(svc, A)
-    if annotation is not None:
-        value = rsb.serve_config_hash(svc) if annotation == "goal" else "stale"
-        cluster["metadata"].setdefault("annotations", {})["ray.io/serve-config-hash"] = value
-    got = rsi.capacity_config(svc, cluster, deployed)
+    if applied is not None:
+        applied = rsb.serve_config_hash(svc) if applied == "goal" else "stale"
+    got = rsi.capacity_config(svc, applied, deployed)
     assert got == want
     got["target_capacity"] = 5
     assert "target_capacity" not in deployed, "the observed config is never modified"

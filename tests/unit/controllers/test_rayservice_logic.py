@@ -67,14 +67,14 @@ async def _serve_once(answer: bytes) -> tuple[asyncio.Server, int]:
     return server, int(port)
 
 
-async def test_proxy_probe_healthy_unhealthy_unreachable() -> None:
+async def test_proxy_probe_counts_an_unreachable_proxy_as_unhealthy() -> None:
     server, port = await _serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nsuccess")
     async with server:
         assert await proxy_healthz("127.0.0.1", port) is True
     server, port = await _serve_once(b"HTTP/1.1 503 Service Unavailable\r\n\r\n")
     async with server:
         assert await proxy_healthz("127.0.0.1", port) is False
-    assert await proxy_healthz("127.0.0.1", port, timeout=0.5) is None
+    assert await proxy_healthz("127.0.0.1", port, timeout=0.5) is False
 
 
 async def test_proxy_probe_without_a_status_line_is_unhealthy() -> None:
