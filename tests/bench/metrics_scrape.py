@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scale import cluster, proc_stats
+from scale import proc_stats
 
 from kuberay.api.constants import RAYCLUSTERS
 from kuberay.devenv.manifests import install_crds
@@ -38,6 +38,7 @@ from kuberay.devenv.operatorproc import OperatorProcess
 from kuberay.devenv.plane import Plane, PlaneConfig, free_port
 from kuberay.devenv.prometheus import OPERATOR_JOB, Prometheus
 from kuberay.devenv.testing import create_namespace
+from kuberay.devenv.testing import small_raycluster as cluster
 from kuberay.runtime.client import KubeClient, load_kubeconfig
 
 NS = "bench-metrics"

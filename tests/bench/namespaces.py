@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import sys
 import tempfile
 import time
@@ -29,34 +28,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scale import Bench, bench_plane, cluster, proc_stats, start_operator
+from scale import Bench, bench_plane, proc_stats, start_operator
 
 from kuberay.api.constants import RAYCLUSTERS
 from kuberay.devenv.binaries import go_operator_binary
 from kuberay.devenv.manifests import install_crds
-from kuberay.devenv.testing import create_namespace
+from kuberay.devenv.testing import create_namespace, tcp_connections
+from kuberay.devenv.testing import small_raycluster as cluster
 from kuberay.runtime.client import NAMESPACES, KubeClient, load_kubeconfig
 from kuberay.runtime.errors import AlreadyExists
-
-
-def connections(pid: int, port: int) -> int:
-    """Established TCP connections of process ``pid`` whose remote port is ``port``."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    count = 0
-    for table in ("tcp", "tcp6"):
-        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-            cols = line.split()
-            remote_port = int(cols[2].rsplit(":", 1)[1], 16)
-            if cols[3] == "01" and remote_port == port and cols[9] in inodes:
-                count += 1
-    return count
 
 
 async def make_namespaces(kube: KubeClient, names: list[str]) -> None:
@@ -103,7 +83,7 @@ async def one_run(
         converge = await bench.wait_all_ready(work, names)
         await asyncio.sleep(2)  # let requests in flight finish: count the steady connections
         stats = proc_stats(proc.pid)
-        conns = connections(proc.pid, port)
+        conns = tcp_connections(proc.pid, port)
         return {
             "protocol": protocol,
             "namespaces": n,

@@ -83,6 +83,7 @@ from kuberay.devenv.binaries import go_operator_binary
 from kuberay.devenv.manifests import install_crds
 from kuberay.devenv.plane import Plane, PlaneConfig, free_port
 from kuberay.devenv.testing import create_namespace
+from kuberay.devenv.testing import small_raycluster as cluster
 from kuberay.runtime.client import (
     JSON_PATCH,
     NAMESPACES,
@@ -93,39 +94,6 @@ from kuberay.runtime.client import (
     load_kubeconfig,
 )
 from kuberay.runtime.errors import AlreadyExists, ApiError, NotFound, ServerError
-
-
-def cluster(name: str, workers: int, cpu: str = "100m") -> dict[str, Any]:
-    def container(n: str) -> dict[str, Any]:
-        res = {"cpu": cpu, "memory": "128Mi"}
-        return {
-            "name": n,
-            "image": "rayproject/ray:2.52.0",
-            "resources": {"limits": res, "requests": res},
-        }
-
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "rayVersion": "2.52.0",
-            "headGroupSpec": {
-                "rayStartParams": {},
-                "template": {"spec": {"containers": [container("ray-head")]}},
-            },
-            "workerGroupSpecs": [
-                {
-                    "groupName": "workers",
-                    "replicas": workers,
-                    "minReplicas": 0,
-                    "maxReplicas": 100000,
-                    "rayStartParams": {},
-                    "template": {"spec": {"containers": [container("ray-worker")]}},
-                }
-            ],
-        },
-    }
 
 
 def operator_shaped_pod(i: int, workers: int, ns: str = "bench-ceiling") -> dict[str, Any]:

@@ -192,6 +192,20 @@ def policy(rules: tuple[Rule, ...]) -> list[dict[str, Any]]:
     return [r.as_dict() for r in sorted(rules, key=lambda r: (r.group, sorted(r.resources)))]
 
 
+def watched_resources(rules: tuple[Rule, ...] = OPERATOR_RULES) -> list[tuple[str, str]]:
+    """The (group, plural) pairs ``rules`` grant both list and watch on (subresources aside):
+    what the operator may keep informers of."""
+    return sorted(
+        {
+            (rule.group, res)
+            for rule in rules
+            if {"list", "watch"} <= set(rule.verbs)
+            for res in rule.resources
+            if "/" not in res
+        }
+    )
+
+
 def grants(rules: tuple[Rule, ...], group: str, resource: str, verb: str) -> bool:
     """Whether ``rules`` allow ``verb`` on ``group``/``resource`` (no wildcards are used here)."""
     return any(r.group == group and resource in r.resources and verb in r.verbs for r in rules)

@@ -24,6 +24,7 @@ import yaml
 
 from kuberay import __version__
 from kuberay.api import constants as c
+from kuberay.api import rbac_rules
 from kuberay.api import validation as v
 from kuberay.api.features import FeatureGates
 from kuberay.api.webhook import handlers as webhook_handlers
@@ -44,6 +45,7 @@ from kuberay.controllers.rayservice import RayServiceConfig
 from kuberay.controllers.rayservice import register as register_rayservice
 from kuberay.ray.http_client import HttpDashboardFactory, proxy_factory_for
 from kuberay.runtime import logs
+from kuberay.runtime.access import watchable_cluster_wide
 from kuberay.runtime.client import KubeClient, KubeconfigError, Resource, auto_config
 from kuberay.runtime.errors import ApiError, NotFound
 from kuberay.runtime.manager import Manager, ManagerOptions
@@ -366,6 +368,28 @@ def settings_from_args(args: argparse.Namespace) -> OperatorSettings:
     )
 
 
+# Beyond upstream: above this many watched namespaces, resources the operator may list and
+# watch cluster-wide get one filtered cluster-wide watch each (runtime.cache); per-namespace
+# watches fit one HTTP/2 connection (100 streams) up to about this many namespaces.
+MERGE_WATCHES_ABOVE = 4
+
+
+def _merge_watches_above(env: dict[str, str] | os._Environ[str]) -> int:
+    """``KUBERAY_MERGE_WATCHES_ABOVE`` (0 turns merging off), else ``MERGE_WATCHES_ABOVE``;
+    a value that is not a whole number >= 0 is ignored with a warning."""
+    raw = env.get("KUBERAY_MERGE_WATCHES_ABOVE", "")
+    if not raw:
+        return MERGE_WATCHES_ABOVE
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        log.warning("KUBERAY_MERGE_WATCHES_ABOVE=%r is not a whole number >= 0; ignored", raw)
+        return MERGE_WATCHES_ABOVE
+    return value
+
+
 def _lease_namespace(settings: OperatorSettings) -> str:
     if settings.leader_election_namespace:
         return settings.leader_election_namespace
@@ -446,6 +470,15 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
             await wait_for_apiserver(client, limit, stop)
         except ApiError as exc:
             raise Unreachable(f"cannot reach the apiserver at {config.server}: {exc}") from exc
+        merge_above = _merge_watches_above(os.environ)
+        cluster_wide: frozenset[tuple[str, str]] = frozenset()
+        if merge_above and len(set(settings.watch_namespace)) > merge_above:
+            cluster_wide = await watchable_cluster_wide(client, rbac_rules.watched_resources())
+            log.info(
+                "watching %d namespaces: one cluster-wide watch for %d resource(s)",
+                len(set(settings.watch_namespace)),
+                len(cluster_wide),
+            )
         mgr = Manager(
             client,
             ManagerOptions(
@@ -453,6 +486,8 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
                 probe_addr=settings.probe_addr,
                 leader_election=settings.enable_leader_election,
                 leader_election_namespace=_lease_namespace(settings),
+                merge_watches_above=merge_above,
+                cluster_wide=cluster_wide,
             ),
         )
         rc = RayClusterConfig.from_env(

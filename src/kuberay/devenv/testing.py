@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -33,6 +34,63 @@ from kuberay.runtime.client import (
 from kuberay.runtime.errors import AlreadyExists, ApiError, NotFound
 
 Predicate = Callable[[dict[str, Any]], bool]
+
+
+def tcp_connections(pid: int, port: int) -> int:
+    """Established TCP connections of process ``pid`` whose remote port is ``port`` (its own
+    sockets, matched by inode in /proc): how benchmarks and tests count apiserver connections."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            cols = line.split()
+            remote_port = int(cols[2].rsplit(":", 1)[1], 16)
+            if cols[3] == "01" and remote_port == port and cols[9] in inodes:
+                count += 1
+    return count
+
+
+def small_raycluster(name: str, workers: int, cpu: str = "100m") -> dict[str, Any]:
+    """A RayCluster of a head and ``workers`` workers with small requests: the shape the
+    scale benchmarks create by the thousand (KWOK pods)."""
+
+    def container(n: str) -> dict[str, Any]:
+        res = {"cpu": cpu, "memory": "128Mi"}
+        return {
+            "name": n,
+            "image": "rayproject/ray:2.52.0",
+            "resources": {"limits": res, "requests": res},
+        }
+
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "rayVersion": "2.52.0",
+            "headGroupSpec": {
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [container("ray-head")]}},
+            },
+            "workerGroupSpecs": [
+                {
+                    "groupName": "workers",
+                    "replicas": workers,
+                    "minReplicas": 0,
+                    "maxReplicas": 100000,
+                    "rayStartParams": {},
+                    "template": {"spec": {"containers": [container("ray-worker")]}},
+                }
+            ],
+        },
+    }
 
 
 def unique_name(prefix: str, max_len: int = 40) -> str:

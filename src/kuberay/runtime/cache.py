@@ -1,5 +1,13 @@
-"""One cache per resource: the informers behind it (one for all namespaces, or one per watched
-namespace) are an implementation detail, as in controller-runtime's multi-namespace cache.
+"""One cache per resource: the informers behind it (one for all namespaces, one per watched
+namespace, or one cluster-wide informer filtered to the watched namespaces) are an
+implementation detail, as in controller-runtime's multi-namespace cache.
+
+The filtered cluster-wide informer ("merged" scope) is beyond upstream: controller-runtime
+opens one watch per namespace and resource, so an operator watching N namespaces holds about
+a dozen N watches and, since kube-apiserver allows 100 streams per HTTP/2 connection, N/8
+connections. One watch per resource keeps that constant. It needs list and watch across the
+cluster (the operator's ClusterRole grants them in the usual install; a namespaced install
+with one Role per namespace does not), so the caller decides per resource (``merged_scope``).
 
 Invariants and failure modes:
 - An object lives in exactly one of the informers (the one of its namespace, or the single
@@ -43,7 +51,9 @@ class ResourceCache:
     def informer_for(self, namespace: str | None) -> Informer | None:
         """The informer that holds ``namespace``'s objects; None when it is not watched."""
         if self._cluster_wide is not None:
-            return self._cluster_wide
+            if namespace is None or self._cluster_wide.holds(namespace):
+                return self._cluster_wide
+            return None
         return self._by_namespace.get(namespace) if namespace else None
 
     # ------------------------------------------------------------------ reads
@@ -147,6 +157,18 @@ def watched_scopes(namespaces: Sequence[str] | None) -> builtins.list[str | None
     """The informer namespaces of a cache of ``namespaces``: each once (two informers would
     list it twice), or None alone (the whole cluster) when none is given."""
     return list(dict.fromkeys(namespaces)) if namespaces else [None]
+
+
+def merged_scope(
+    namespaces: Sequence[str] | None, *, above: int, cluster_wide_allowed: bool
+) -> frozenset[str] | None:
+    """The namespace filter of one cluster-wide informer standing in for one informer per
+    namespace: used when more than ``above`` namespaces are watched (0: never) and listing
+    and watching the resource across the cluster is allowed; else None."""
+    scopes = watched_scopes(namespaces)
+    if above <= 0 or None in scopes or len(scopes) <= above or not cluster_wide_allowed:
+        return None
+    return frozenset(str(ns) for ns in scopes)
 
 
 def _list(inf: Informer, namespace: str | None, index: str | None, value: str) -> list[Obj]:

@@ -16,6 +16,11 @@ Invariants and failure modes:
   the watch delivers a version at least as new, ``get`` returns that answer and ``is_fresh`` is
   False (see ``runtime.freshness``). The store itself only holds what the server sent: the
   watch's objects, or a write's answer in place of exactly the version that write replaced.
+- A cluster-wide informer given ``namespaces`` (a set) keeps only objects of those namespaces:
+  every other one is dropped before it reaches the store or a handler, while its
+  resourceVersion still advances the watch. One such informer stands in for one informer per
+  namespace (one watch instead of N; see ``runtime.cache``) at the price of decoding the other
+  namespaces' events of that resource.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class Informer:
         resource: Resource,
         *,
         namespace: str | None = None,
+        namespaces: frozenset[str] | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
         transform: Transform | None = None,
@@ -63,7 +69,10 @@ class Informer:
     ) -> None:
         self.client = client
         self.resource = resource
+        if namespaces is not None and namespace is not None:
+            raise ValueError("a namespace filter applies to a cluster-wide informer only")
         self.namespace = namespace
+        self.namespaces = namespaces
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.transform = transform
@@ -152,7 +161,7 @@ class Informer:
             limit=self.page_size,
             accept=METADATA_LIST if self.metadata_only else None,
         )
-        items = [self._prepare(obj) for obj in listed["items"]]
+        items = [self._prepare(obj) for obj in listed["items"] if self._keeps(obj)]
         added, updated, deleted = self.store.replace(items)
         self.resource_version = listed["metadata"]["resourceVersion"]
         self.relists += 1
@@ -217,9 +226,9 @@ class Informer:
         namespace is ignored; label and field selectors are not evaluated, so record only
         objects the informer selects.
         """
-        obj = self._prepare(written)
-        if self.namespace is not None and obj["metadata"].get("namespace") != self.namespace:
+        if not self.holds((written.get("metadata") or {}).get("namespace")):
             return False
+        obj = self._prepare(written)
         key = object_key(obj)
         self.writes.record(key, obj, self.resource_version)
         current = self.store.get(key)
@@ -228,7 +237,18 @@ class Informer:
         self.store.upsert(obj)
         return True
 
+    def holds(self, namespace: str | None) -> bool:
+        """Whether objects of ``namespace`` belong in this informer."""
+        if self.namespace is not None:
+            return namespace == self.namespace
+        return self.namespaces is None or namespace in self.namespaces
+
     # ------------------------------------------------------------------ applying events
+    def _keeps(self, raw: Obj) -> bool:
+        return self.namespaces is None or (
+            (raw.get("metadata") or {}).get("namespace") in self.namespaces
+        )
+
     def _prepare(self, obj: Obj) -> Obj:
         obj = strip_managed_fields(obj)
         if self.metadata_only:
@@ -237,6 +257,8 @@ class Informer:
         return self.transform(obj) if self.transform else obj
 
     def _apply(self, etype: str, raw: Obj) -> None:
+        if not self._keeps(raw):
+            return
         obj = self._prepare(raw)
         key = object_key(obj)
         self.writes.observe(key, resource_version(obj), deleted=etype == "DELETED")
@@ -263,8 +285,14 @@ class Informer:
                 log.exception("informer %s: event handler failed", self.name)
 
 
-def informer_key(resource: Resource, namespace: str | None, label_selector: str | None) -> str:
-    return f"{resource.api_version}/{resource.plural}|{namespace or ''}|{label_selector or ''}"
+def informer_key(
+    resource: Resource,
+    namespace: str | None,
+    label_selector: str | None,
+    namespaces: frozenset[str] | None = None,
+) -> str:
+    scope = namespace or ",".join(sorted(namespaces or ()))
+    return f"{resource.api_version}/{resource.plural}|{scope}|{label_selector or ''}"
 
 
 class InformerFactory:
@@ -279,16 +307,18 @@ class InformerFactory:
         resource: Resource,
         *,
         namespace: str | None = None,
+        namespaces: frozenset[str] | None = None,
         label_selector: str | None = None,
         **kwargs: Any,
     ) -> Informer:
-        key = informer_key(resource, namespace, label_selector)
+        key = informer_key(resource, namespace, label_selector, namespaces)
         inf = self.informers.get(key)
         if inf is None:
             inf = Informer(
                 self.client,
                 resource,
                 namespace=namespace,
+                namespaces=namespaces,
                 label_selector=label_selector,
                 **kwargs,
             )

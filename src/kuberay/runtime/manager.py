@@ -12,6 +12,10 @@ Invariants and failure modes:
 - One ``ResourceCache`` per (resource, watched namespaces, label selector), shared by every
   controller that asks; its informers come from the same factory as ``informer()``, so code
   that still asks for informers one namespace at a time shares their stores and write trackers.
+- Above ``merge_watches_above`` watched namespaces, a resource the operator may list and watch
+  across the cluster (``cluster_wide`` holds its (group, plural), as the caller found out
+  before building the manager) gets one filtered cluster-wide informer instead of one per
+  namespace (``runtime.cache.merged_scope``); any other resource keeps one per namespace.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kuberay.runtime.cache import ResourceCache, watched_scopes
+from kuberay.runtime.cache import ResourceCache, merged_scope, watched_scopes
 from kuberay.runtime.client import KubeClient, Resource
 from kuberay.runtime.controller import Controller
 from kuberay.runtime.events import DROP_REASONS, EventRecorder
@@ -52,6 +56,10 @@ class ManagerOptions:
     sync_timeout: float = 120.0
     # How often freed heap pages go back to the OS (kuberay.runtime.memory); 0 never.
     memory_release_interval: float = 60.0
+    # Watch more namespaces than this through one cluster-wide watch per resource (0: never),
+    # for the resources in ``cluster_wide`` (group, plural): those listable cluster-wide.
+    merge_watches_above: int = 0
+    cluster_wide: frozenset[tuple[str, str]] = frozenset()
 
 
 class Manager:
@@ -89,6 +97,21 @@ class Manager:
         """The cache of ``resource`` in ``namespaces`` (all when empty or None): one informer
         per watched namespace, or one for the whole cluster. ``kwargs`` configure the informers
         (transform, indexers, ...) when they are created; a cache already made is shared."""
+        opts = self.options
+        merged = merged_scope(
+            namespaces,
+            above=opts.merge_watches_above,
+            cluster_wide_allowed=(resource.group, resource.plural) in opts.cluster_wide,
+        )
+        if merged is not None:
+            key: tuple[str, ...] = (informer_key(resource, None, label_selector, merged),)
+            cache = self.caches.get(key)
+            if cache is None:
+                inf = self.informer(
+                    resource, namespaces=merged, label_selector=label_selector, **kwargs
+                )
+                cache = self.caches[key] = ResourceCache(resource, [inf])
+            return cache
         scopes = watched_scopes(namespaces)
         key = tuple(informer_key(resource, ns, label_selector) for ns in scopes)
         cache = self.caches.get(key)
