@@ -36,6 +36,7 @@ import logging
 import os
 import secrets
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -349,7 +350,12 @@ class RayClusterReconciler:
                 cluster, WARNING, c.EVENT_INVALID_RAYCLUSTER_SPEC, str(exc), "Validate"
             )
             error = _ReconcileError("", str(exc))
-        changed = await self._update_status(cluster, error)
+        changed, held = await self._update_status(cluster, error)
+        if held and more_work == DONE:
+            # A paced progress write (raycluster_status.status_write_delay): come back for it.
+            return Result(requeue_after=held)
+        if held and more_work == MORE_LATER:
+            return Result(requeue_after=min(held, self.config.hold_requeue_seconds))
         if more_work == MORE_NOW:
             return Result(requeue_after=0.001)
         if more_work == MORE_LATER:
@@ -1088,9 +1094,12 @@ class RayClusterReconciler:
         return f"{meta['namespace']}/{meta['name']}/{group}"
 
     # ------------------------------------------------------------------ status
-    async def _update_status(self, cluster: Obj, error: _ReconcileError | None) -> bool:
-        """Computes the new status and writes it when it changed.
-        upstream: updateRayClusterStatus (after calculateStatus)."""
+    async def _update_status(
+        self, cluster: Obj, error: _ReconcileError | None
+    ) -> tuple[bool, float]:
+        """Computes the new status and writes it when it changed, unless it is progress to
+        pace: then (False, seconds to wait). upstream: updateRayClusterStatus (after
+        calculateStatus)."""
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
         pods = self.cluster_pods(ns, name)
@@ -1105,7 +1114,11 @@ class RayClusterReconciler:
             conditions_enabled=self.config.gates.enabled("RayClusterStatusConditions"),
             now=now,
         )
-        return await self._write_status(cluster, new)
+        if error is None and st.status_changed(cluster.get("status"), new):
+            held = st.status_write_delay(cluster.get("status"), new, time.time())
+            if held > 0:
+                return False, held
+        return await self._write_status(cluster, new), 0.0
 
     async def _write_status(self, cluster: Obj, new: Obj) -> bool:
         """Writes ``new`` as the cluster's status when it differs (resourceVersion-guarded, so

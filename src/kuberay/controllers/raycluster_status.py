@@ -15,6 +15,14 @@ Invariants and failure modes:
   reconciler's ``InvalidReplicas`` Warning event (sent either way) is the only report.
 - ``status_changed`` ignores ``lastUpdateTime`` and ``observedGeneration`` so that an unchanged
   cluster is never written (no status churn, no 409 storms).
+- Beyond upstream, progress is paced (``status_write_delay``): a change of nothing but the
+  counters of ready/available workers, head and endpoint details, the ``HeadPodReady``
+  condition and the provisioning message is written at most once per ``STATUS_PACE_SECONDS``
+  after the previous write; the caller requeues for the rest and then writes what holds then.
+  The first status, every ``state`` or ``reason`` change, every spec-driven field and every
+  other condition (failures, suspension, provisioned) is written at once. A cluster that becomes
+  ready within the pace thus takes two writes (created, ready), as upstream's usually does under
+  load, instead of one per pod that became ready; no change waits longer than the pace.
 """
 
 from __future__ import annotations
@@ -399,6 +407,56 @@ def _is_true(cond: Obj | None) -> bool:
 
 
 _IGNORED = ("lastUpdateTime", "observedGeneration")
+
+STATUS_PACE_SECONDS = 5.0
+# Fields whose change alone is progress, paced by ``status_write_delay``.
+_PROGRESS_FIELDS = frozenset(
+    {"readyWorkerReplicas", "availableWorkerReplicas", "head", "endpoints", "conditions"}
+)
+# Conditions whose change alone is progress (anything else about conditions is written at once).
+_PROGRESS_CONDITIONS = frozenset({c.COND_HEAD_POD_READY})
+
+
+def _progress_only_conditions(old: list[Obj], new: list[Obj]) -> bool:
+    """Whether the conditions differ only in progress: ``HeadPodReady`` changes, or the
+    message of a still-False ``RayClusterProvisioned``."""
+
+    def by_type(conds: list[Obj]) -> dict[str, Obj]:
+        return {str(x.get("type")): x for x in conds}
+
+    before, after = by_type(old), by_type(new)
+    if before.keys() != after.keys():
+        return False
+    for ctype, cond in after.items():
+        prev = before[ctype]
+        if cond == prev or ctype in _PROGRESS_CONDITIONS:
+            continue
+        provisioning = ctype == c.COND_RAYCLUSTER_PROVISIONED and cond.get("status") == "False"
+        same_but_message = {**prev, "message": cond.get("message")} == cond
+        if not (provisioning and same_but_message):
+            return False
+    return True
+
+
+def status_write_delay(
+    old: Obj | None, new: Obj, now: float, pace: float = STATUS_PACE_SECONDS
+) -> float:
+    """Seconds to hold back writing ``new`` over ``old`` (0: write now): a progress-only change
+    waits until ``pace`` seconds after the previous write (``old["lastUpdateTime"]``)."""
+    if not old or pace <= 0:
+        return 0.0
+    last = rfc3339.parse_time(old.get("lastUpdateTime"))
+    if last is None:
+        return 0.0
+    keys = (set(old) | set(new)) - set(_IGNORED)
+    changed = {k for k in keys if old.get(k) != new.get(k)}
+    if not changed <= _PROGRESS_FIELDS:
+        return 0.0
+    if "conditions" in changed and not _progress_only_conditions(
+        list(old.get("conditions") or []), list(new.get("conditions") or [])
+    ):
+        return 0.0
+    return max(0.0, last + pace - now)
 
 
 def status_changed(old: Obj | None, new: Obj) -> bool:

@@ -301,3 +301,101 @@ def test_invalid_spec_status(
 )
 def test_suspending_reads_the_condition(status: dict[str, Any] | None, want: bool) -> None:
     assert st.suspending({"metadata": {}, "status": status}) is want
+
+
+# ---------------------------------------------------------------------- paced progress writes
+
+LAST = "2026-11-29T12:00:00Z"
+T0 = 1795953600.0  # LAST as seconds since the epoch
+
+
+def _cond(ctype: str, status: str, reason: str = "R", message: str = "m") -> dict[str, Any]:
+    return {"type": ctype, "status": status, "reason": reason, "message": message}
+
+
+def _base() -> dict[str, Any]:
+    return {
+        "state": "",
+        "readyWorkerReplicas": 0,
+        "availableWorkerReplicas": 0,
+        "desiredWorkerReplicas": 10,
+        "lastUpdateTime": LAST,
+        "observedGeneration": 1,
+        "conditions": [
+            _cond("HeadPodReady", "False", "HeadPodNotFound"),
+            _cond("RayClusterProvisioned", "False", "RayClusterPodsProvisioning", "provisioning"),
+        ],
+    }
+
+
+def _with(**changes: Any) -> dict[str, Any]:
+    out = _base()
+    out.update(changes)
+    return out
+
+
+def _conditions(head: str, prov: str, prov_message: str = "provisioning") -> list[Any]:
+    reason = "AllPodRunningAndReadyFirstTime" if prov == "True" else "RayClusterPodsProvisioning"
+    return [
+        _cond("HeadPodReady", head, "HeadPodRunningAndReady" if head == "True" else "X"),
+        _cond("RayClusterProvisioned", prov, reason, prov_message),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "now", "want"),
+    [
+        # progress only, 1 s after the last write: wait the other 4 s
+        (_base(), _with(readyWorkerReplicas=3, availableWorkerReplicas=3), T0 + 1, 4.0),
+        (_base(), _with(head={"podIP": "10.0.0.1"}), T0 + 2, 3.0),
+        (_base(), _with(conditions=_conditions("True", "False")), T0 + 1, 4.0),
+        (_base(), _with(conditions=_conditions("False", "False", "provisioning; pod x")), T0, 5.0),
+        # the pace has passed: write
+        (_base(), _with(readyWorkerReplicas=3), T0 + 5, 0.0),
+        (_base(), _with(readyWorkerReplicas=3), T0 + 60, 0.0),
+        # written at once: the first status, state, spec-driven fields, other conditions
+        (None, _base(), T0, 0.0),
+        ({}, _base(), T0, 0.0),
+        (_base(), _with(state="ready", readyWorkerReplicas=10), T0 + 1, 0.0),
+        (_base(), _with(desiredWorkerReplicas=12), T0 + 1, 0.0),
+        (_base(), _with(reason="boom"), T0 + 1, 0.0),
+        (_base(), _with(conditions=_conditions("True", "True")), T0 + 1, 0.0),
+        (
+            _base(),
+            _with(conditions=[*_base()["conditions"], _cond("ReplicaFailure", "True")]),
+            T0 + 1,
+            0.0,
+        ),
+        # no time of the last write known
+        (
+            {k: v for k, v in _base().items() if k != "lastUpdateTime"},
+            _with(readyWorkerReplicas=1),
+            T0,
+            0.0,
+        ),
+    ],
+    ids=[
+        "counters",
+        "head-ip",
+        "head-ready",
+        "stall-message",
+        "pace-passed",
+        "long-after",
+        "first-none",
+        "first-empty",
+        "state",
+        "desired",
+        "reason",
+        "provisioned",
+        "failure",
+        "no-last-write",
+    ],
+)
+def test_status_write_delay(
+    old: dict[str, Any] | None, new: dict[str, Any], now: float, want: float
+) -> None:
+    assert st.status_write_delay(old, new, now) == pytest.approx(want)
+
+
+def test_status_pace_zero_never_holds() -> None:
+    assert st.status_write_delay(_base(), _with(readyWorkerReplicas=1), T0, pace=0) == 0.0
