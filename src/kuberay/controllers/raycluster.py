@@ -45,12 +45,14 @@ from pydantic import ValidationError
 from kuberay.api import constants as c
 from kuberay.api import resources as resb
 from kuberay.api import validation as v
+from kuberay.api.constants import CM_CERTIFICATES
 from kuberay.api.features import FeatureGates
 from kuberay.api.raycluster import RayCluster
 from kuberay.builders import auth as authb
 from kuberay.builders import common as cb
 from kuberay.builders import hashing, names, rbac
 from kuberay.builders import ingress as ingb
+from kuberay.builders import mtls as mtlsb
 from kuberay.builders import pod as podb
 from kuberay.builders import redis_cleanup as redisb
 from kuberay.builders import service as svcb
@@ -103,6 +105,7 @@ INGRESSES = Resource("networking.k8s.io", "v1", "ingresses", kind="Ingress")
 ROUTES = Resource("route.openshift.io", "v1", "routes", kind="Route")
 OPENSHIFT_GROUPS = frozenset({"route.openshift.io", "security.openshift.io", "config.openshift.io"})
 CERT_MANAGER_GROUP = "cert-manager.io"
+_NODE_TYPES = (c.NODE_TYPE_HEAD, c.NODE_TYPE_WORKER)
 DEFAULT_GCS_FT_DELETION_TIMEOUT = 300.0
 HEAD_TERMINATION_REQUEUE = 10.0
 # What a pass leaves for later, ordered so that max() of two groups' answers is the pass's.
@@ -196,10 +199,12 @@ async def detect_openshift(client: KubeClient, env: Mapping[str, str] | None = N
 class _ReconcileError(Exception):
     """A failed pod operation, carrying the ReplicaFailure condition reason."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, *, stall: bool = False) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        # A wait rather than a failure (no ReplicaFailure), said in ``status.reason``.
+        self.stall = stall
 
 
 @dataclass(frozen=True)
@@ -724,6 +729,12 @@ class RayClusterReconciler:
                     cluster, pods, "", c.REASON_FAILED_DELETE_ALL_PODS, why="due to suspension"
                 )
             return DONE
+        if cb.is_tls_enabled(cluster, self.config.build):
+            # upstream: checkMTLSSecretsReady, after suspension (which must never wait for
+            # certificates) and before any pod is created or recreated.
+            why = await self._mtls_wait_reason(ns, name)
+            if why is not None:
+                raise _ReconcileError("", f"mTLS secrets not ready: {why}", stall=True)
 
         want_hash = hashing.spec_hash(spec)
         heads = [
@@ -753,6 +764,21 @@ class RayClusterReconciler:
             await self.config.scheduler.on_submission(self.client, cluster)
         await self._reconcile_head(cluster, heads)
         return await self._reconcile_groups(cluster, pods)
+
+    async def _mtls_wait_reason(self, ns: str, name: str) -> str | None:
+        """Why a TLS cluster's pods must wait (its leaf Certificates not Ready or Secrets not
+        complete), read from the API: this controller keeps no cache of either."""
+        found: dict[str, Obj | None] = {}
+        lookups = [
+            *((CM_CERTIFICATES, mtlsb.leaf_certificate_name(name, t)) for t in _NODE_TYPES),
+            *((SECRETS, podb.tls_secret_name(name, t)) for t in _NODE_TYPES),
+        ]
+        for res, obj_name in lookups:
+            try:
+                found[obj_name] = await self.client.get(res, obj_name, ns)
+            except NotFound:
+                found[obj_name] = None
+        return mtlsb.secrets_wait_reason(name, found, found)
 
     async def _reconcile_groups(self, cluster: Obj, pods: list[Obj]) -> int:
         spec = cluster["spec"]
@@ -1105,6 +1131,8 @@ class RayClusterReconciler:
             conditions_enabled=self.config.gates.enabled("RayClusterStatusConditions"),
             now=now,
         )
+        if error is not None and error.stall:
+            new["reason"] = error.message
         return await self._write_status(cluster, new)
 
     async def _write_status(self, cluster: Obj, new: Obj) -> bool:
