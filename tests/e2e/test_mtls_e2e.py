@@ -32,7 +32,14 @@ from kuberay.devenv.plane import Plane, free_port
 from kuberay.devenv.testing import create_namespace, delete_namespace, unique_name, wait_for
 from kuberay.runtime.client import SECRETS, KubeClient
 
-from .raykube import alive_nodes, cluster_spec, head_ip, raycluster, run_job, worker_group
+from .raykube import (
+    cluster_spec,
+    head_ip,
+    raycluster,
+    run_job,
+    wait_alive_nodes,
+    worker_group,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -127,10 +134,7 @@ async def test_tls_cluster_runs_a_task_and_refuses_clients_without_a_certificate
     print(f"TLS cluster ready in {time.monotonic() - started:.0f}s")
     ip = await head_ip(process_kube, ns, "tls")
     dashboard = f"http://{ip}:8265"
-    deadline = time.monotonic() + 120
-    while await alive_nodes(dashboard) < 2:
-        assert time.monotonic() < deadline, "the worker never joined the head"
-        await asyncio.sleep(2)
+    await wait_alive_nodes(dashboard, 2)  # the worker joined the head over mTLS
     entry = (
         'python -c "import ray, os, socket; ray.init();'
         " f = ray.remote(num_cpus=1)(lambda: (socket.gethostname(), os.environ['RAY_USE_TLS']));"
