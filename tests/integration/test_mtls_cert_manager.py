@@ -280,3 +280,36 @@ async def _explain(kube: KubeClient, ns: str, cm: certmanager.CertManager) -> st
     pods = await cluster_pods(kube, ns)
     lines += [f"{p['metadata']['name']}: {p.get('status', {}).get('podIP')}" for p in pods]
     return "\n".join([*lines, cm.tail()])
+
+
+async def test_turning_tls_on_recreates_pods_with_tls(
+    kube: KubeClient,
+    namespace: str,
+    mtls_operator: OperatorProcess,
+    cert_manager: certmanager.CertManager,
+) -> None:
+    ns = namespace
+    cert_manager.start()
+    plain = tls_cluster(workers=1)
+    del plain["spec"]["tlsOptions"]
+    await kube.create(RAYCLUSTERS, plain, ns)
+
+    async def pods_with(tls: bool) -> bool:
+        pods = [
+            p for p in await cluster_pods(kube, ns) if not p["metadata"].get("deletionTimestamp")
+        ]
+        volumes = [{v["name"] for v in p["spec"].get("volumes") or []} for p in pods]
+        return len(pods) == 2 and all(("ray-tls" in v) is tls for v in volumes)
+
+    await wait_until(lambda: pods_with(False), timeout=60, what="plain head and worker")
+    before = {p["metadata"]["uid"] for p in await cluster_pods(kube, ns)}
+    await kube.patch(RAYCLUSTERS, NAME, {"spec": {"tlsOptions": {"enabled": True}}}, ns)
+    await wait_until(
+        lambda: pods_with(True),
+        timeout=ISSUE_TIMEOUT,
+        what=f"pods recreated with TLS\n{mtls_operator.tail()}",
+    )
+    after = {p["metadata"]["uid"] for p in await cluster_pods(kube, ns)}
+    assert not before & after
+    events = (await kube.list(EVENTS_V1, ns))["items"]
+    assert "DeletedHeadPod" in {e["reason"] for e in events}

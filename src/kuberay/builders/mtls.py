@@ -235,15 +235,15 @@ def secrets_wait_reason(
 
 
 def pod_has_mtls(pod: JsonDict) -> bool:
-    """The pod mounts the ``ray-tls`` volume and some container sets ``RAY_USE_TLS=1``; a pod
-    without both predates mTLS and is recreated. upstream: podHasMTLSConfiguration."""
+    """The pod was built for mTLS: it has the ``wait-for-tls-ip-san`` init container, which
+    the builder adds to every TLS pod together with the ``ray-tls`` volume and the TLS env. A
+    pod without it predates mTLS and is recreated. upstream: podHasMTLSConfiguration, which
+    looks at the volume and ``RAY_USE_TLS=1`` instead; the operator's pod cache keeps init
+    container names but not volumes or env (memory), hence this marker."""
     spec = as_dict(pod.get("spec"))
-    if not any(as_dict(v).get("name") == c.RAY_TLS_VOLUME for v in as_list(spec.get("volumes"))):
-        return False
     return any(
-        as_dict(e).get("name") == c.ENV_RAY_USE_TLS and as_dict(e).get("value") == "1"
-        for ctr in as_list(spec.get("containers"))
-        for e in as_list(as_dict(ctr).get("env"))
+        as_dict(i).get("name") == c.WAIT_FOR_TLS_IP_SAN_INIT_CONTAINER
+        for i in as_list(spec.get("initContainers"))
     )
 
 

@@ -106,6 +106,7 @@ ROUTES = Resource("route.openshift.io", "v1", "routes", kind="Route")
 OPENSHIFT_GROUPS = frozenset({"route.openshift.io", "security.openshift.io", "config.openshift.io"})
 CERT_MANAGER_GROUP = "cert-manager.io"
 _NODE_TYPES = (c.NODE_TYPE_HEAD, c.NODE_TYPE_WORKER)
+MTLS_RECREATE = "mTLS is enabled but pod doesn't have mTLS configuration, needs recreation"
 DEFAULT_GCS_FT_DELETION_TIMEOUT = 300.0
 HEAD_TERMINATION_REQUEUE = 10.0
 # What a pass leaves for later, ordered so that max() of two groups' answers is the pass's.
@@ -765,6 +766,11 @@ class RayClusterReconciler:
         await self._reconcile_head(cluster, heads)
         return await self._reconcile_groups(cluster, pods)
 
+    def _lacks_mtls(self, cluster: Obj, pod: Obj) -> bool:
+        """A pod of a TLS cluster built without TLS (TLS was turned on later): recreated.
+        upstream: the podHasMTLSConfiguration checks in reconcilePods."""
+        return cb.is_tls_enabled(cluster, self.config.build) and not mtlsb.pod_has_mtls(pod)
+
     async def _mtls_wait_reason(self, ns: str, name: str) -> str | None:
         """Why a TLS cluster's pods must wait (its leaf Certificates not Ready or Secrets not
         complete), read from the API: this controller keeps no cache of either."""
@@ -831,6 +837,9 @@ class RayClusterReconciler:
                 raise _ReconcileError(
                     "", f"deleted unhealthy head pod {head['metadata']['name']}; recreating"
                 )
+            if self._lacks_mtls(cluster, head):
+                await self._delete_pods(cluster, [head], "", c.REASON_FAILED_DELETE_HEAD_POD)
+                raise _ReconcileError("", MTLS_RECREATE)
             return
         if len(heads) > 1:
             raise _ReconcileError(
@@ -858,7 +867,7 @@ class RayClusterReconciler:
         hosts = max(1, int(group.get("numOfHosts") or 1))
         if hosts > 1 and self.config.build.multi_host_indexing:
             return await self._reconcile_multihost_group(cluster, group, pods, hosts, budget)
-        unhealthy = [p for p in pods if podb.pod_is_unhealthy(p)]
+        unhealthy = [p for p in pods if podb.pod_is_unhealthy(p) or self._lacks_mtls(cluster, p)]
         if unhealthy:
             await self._delete_pods(cluster, unhealthy, key, c.REASON_FAILED_DELETE_WORKER_POD)
             raise _ReconcileError(

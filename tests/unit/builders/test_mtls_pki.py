@@ -8,6 +8,7 @@ import pytest
 
 from kuberay.builders import mtls
 from kuberay.builders.options import BuildOptions
+from kuberay.builders.pod import build_head_pod, build_worker_pod
 
 from . import samples
 
@@ -200,11 +201,13 @@ def test_secrets_wait_reason() -> None:
 
 
 def test_pod_has_mtls() -> None:
-    env = [{"name": "RAY_USE_TLS", "value": "1"}]
-    volume = [{"name": "ray-tls", "secret": {"secretName": "s"}}]
-    assert mtls.pod_has_mtls({"spec": {"volumes": volume, "containers": [{"env": env}]}})
-    assert not mtls.pod_has_mtls({"spec": {"containers": [{"env": env}]}})
-    assert not mtls.pod_has_mtls({"spec": {"volumes": volume, "containers": [{}]}})
+    rc = _rc()
+    assert mtls.pod_has_mtls(build_head_pod(rc, BuildOptions(mtls=True)))
+    assert mtls.pod_has_mtls(
+        build_worker_pod(rc, rc["spec"]["workerGroupSpecs"][0], BuildOptions(mtls=True))
+    )
+    assert not mtls.pod_has_mtls(build_head_pod(rc, BuildOptions()))  # gate off: plain pod
+    assert not mtls.pod_has_mtls({"spec": {"initContainers": [{"name": "other"}]}})
 
 
 def test_secret_owner_references_added_once() -> None:
