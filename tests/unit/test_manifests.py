@@ -87,6 +87,7 @@ NOT_CALLED = {
     ("", "services/proxy", "delete"): "dashboard DELETE through the API server proxy",
     ("", "services/proxy", "get"): "dashboard GET through the API server proxy",
     ("", "services/proxy", "update"): "dashboard PUT through the API server proxy",
+    ("cert-manager.io", "certificates/finalizers", "update"): "blockOwnerDeletion on Secrets",
     **{
         ("ray.io", f"{plural}/finalizers", "update"): "blockOwnerDeletion"
         for plural in ("rayclusters", "rayjobs", "rayservices", "raycronjobs")

@@ -172,6 +172,13 @@ OPERATOR_RULES: Final = (
         "RayClusterMTLS: the CA and leaf Certificates; SANs follow the pods' IPs",
     ),
     Rule(
+        "cert-manager.io",
+        ("certificates/finalizers",),
+        ("update",),
+        "RayClusterMTLS: the Secrets' blockOwnerDeletion references to their Certificates "
+        "under OwnerReferencesPermissionEnforcement (upstream does not grant it)",
+    ),
+    Rule(
         "gateway.networking.k8s.io",
         ("gateways", "httproutes"),
         ("create", "delete", "get", "patch"),

@@ -20,7 +20,8 @@ Invariants and failure modes:
 - Every Secret produced by one of the three Certificates gets a non-controller owner reference
   to it, so that deleting the RayCluster (which owns the Certificates) also collects the keys.
   The Secret is written only when that reference is missing (upstream writes on every pass).
-- A failed step records Warning ``MTLSFailedToReconcile`` and raises (retried with backoff);
+- A failed step records Warning ``MTLSFailedToReconcile`` and raises (retried with backoff),
+  except a Conflict (an update from a stale cached Certificate), which is only retried;
   Certificates not Ready record ``MTLSCertsNotReady`` and retry in 30s; a ready PKI records
   ``MTLSPKIReady`` and is looked at again every 60s.
 - Turning TLS off, deleting the cluster, or handing it to another controller (``managedBy``) is
@@ -49,7 +50,7 @@ from kuberay.controllers.reconcile import working_copy
 from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import SECRETS, KubeClient, Resource
 from kuberay.runtime.controller import Controller, Request, Result
-from kuberay.runtime.errors import AlreadyExists, ApiError, NotFound
+from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
 from kuberay.runtime.manager import Manager
 from kuberay.runtime.store import Obj
@@ -151,6 +152,8 @@ class MTLSReconciler:
     async def _step(step: str, work: Awaitable[None]) -> None:
         try:
             await work
+        except Conflict:
+            raise  # a stale cached version: redone at once on fresh data, no event
         except ApiError as exc:
             raise _StepFailed(step, exc) from exc
 

@@ -85,6 +85,12 @@
 - apiGroups:
   - cert-manager.io
   resources:
+  - certificates/finalizers
+  verbs:
+  - update
+- apiGroups:
+  - cert-manager.io
+  resources:
   - issuers
   verbs:
   - create
