@@ -5,8 +5,9 @@ issued them the cluster has no pods and ``status.reason`` says what it waits for
 Secrets exist the pods are created, and the leaf Certificates' IP SANs (and the issued
 certificates themselves) follow the pods' IPs, including after a scale-down.
 
-cert-manager's CRDs are installed on the shared session plane for this module only and removed
-afterwards (other modules check the operator's behaviour without cert-manager's API).
+The operator runs as its ServiceAccount under exactly the generated RBAC. cert-manager's CRDs are
+installed on the shared session plane for this module only and removed afterwards (other modules
+check the operator's behaviour without cert-manager's API).
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from typing import Any
 import pytest
 from cryptography import x509
 from operator_fixture import OperatorProcess, install_crds
+from test_install_rbac import _install_rbac, _service_account_kubeconfig
 
 from kuberay.api.constants import CM_CERTIFICATES, CM_ISSUERS, RAYCLUSTERS
 from kuberay.devenv import certmanager
 from kuberay.devenv.plane import Plane
-from kuberay.devenv.testing import wait_until
+from kuberay.devenv.testing import create_namespace, delete_namespace, unique_name, wait_until
 from kuberay.runtime.client import PODS, SECRETS, KubeClient
 from kuberay.runtime.errors import NotFound
 from kuberay.runtime.events import EVENTS_V1
@@ -83,18 +85,29 @@ def cert_manager(plane: Plane) -> Iterator[certmanager.CertManager]:
 async def mtls_operator(
     plane: Plane, kube: KubeClient, namespace: str, tmp_path: Path, cert_manager_crds: None
 ) -> AsyncIterator[OperatorProcess]:
+    """The operator as its ServiceAccount bound to exactly the generated ``deploy/rbac`` rules,
+    so the mTLS controller's permissions are checked by the real authorizer."""
     await install_crds(kube)
+    install_ns = unique_name("kuberay-system")
+    await create_namespace(kube, install_ns)
+    cluster_scoped = await _install_rbac(kube, install_ns, install_ns)
+    kubeconfig = await _service_account_kubeconfig(kube, plane, install_ns, tmp_path)
     op = OperatorProcess(
         plane,
         tmp_path,
+        f"--kubeconfig={kubeconfig}",
         "--feature-gates=RayClusterMTLS=true",
         f"--watch-namespace={namespace}",
     )
     op.start()
     try:
         yield op
+        assert "forbidden" not in op.log_path.read_text().lower(), op.tail()
     finally:
         op.stop()
+        for res, name in cluster_scoped:
+            await kube.delete(res, name)
+        await delete_namespace(kube, install_ns)
 
 
 async def get_or_none(kube: KubeClient, res: Any, name: str, ns: str) -> dict[str, Any] | None:
