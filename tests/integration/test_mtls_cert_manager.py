@@ -96,7 +96,8 @@ async def mtls_operator(
         plane,
         tmp_path,
         f"--kubeconfig={kubeconfig}",
-        "--feature-gates=RayClusterMTLS=true",
+        # History too: the repository's mTLS sample also has a history collector.
+        "--feature-gates=RayClusterMTLS=true,RayClusterHistoryServer=true",
         f"--watch-namespace={namespace}",
     )
     op.start()
@@ -326,3 +327,28 @@ async def test_turning_tls_on_recreates_pods_with_tls(
     assert not before & after
     events = (await kube.list(EVENTS_V1, ns))["items"]
     assert "DeletedHeadPod" in {e["reason"] for e in events}
+
+
+async def test_the_mtls_sample_becomes_ready(
+    kube: KubeClient,
+    namespace: str,
+    mtls_operator: OperatorProcess,
+    cert_manager: certmanager.CertManager,
+) -> None:
+    """deploy/samples/raycluster.mtls-history.yaml (skipped by the generic samples test)."""
+    import yaml
+
+    cert_manager.start()
+    sample = Path(__file__).resolve().parents[2] / "deploy/samples/raycluster.mtls-history.yaml"
+    doc = yaml.safe_load(sample.read_text())
+    await kube.create(RAYCLUSTERS, doc, namespace)
+    name = doc["metadata"]["name"]
+
+    async def ready() -> bool:
+        rc = await kube.get(RAYCLUSTERS, name, namespace)
+        return (rc.get("status") or {}).get("state") == "ready"
+
+    await wait_until(ready, timeout=ISSUE_TIMEOUT, what=f"{name} ready\n{mtls_operator.tail()}")
+    for kind in ("head", "worker"):
+        secret = await kube.get(SECRETS, f"ray-{kind}-secret-{name}", namespace)
+        assert {"tls.crt", "tls.key", "ca.crt"} <= set(secret["data"])
