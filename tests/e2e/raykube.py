@@ -130,6 +130,14 @@ async def alive_nodes(dashboard: str) -> int:
     return sum(1 for n in summary if (n.get("raylet") or {}).get("state") == "ALIVE")
 
 
+async def wait_alive_nodes(dashboard: str, count: int, timeout: float = 120.0) -> None:
+    """Until the dashboard lists ``count`` alive raylets (head included)."""
+    deadline = time.monotonic() + timeout
+    while await alive_nodes(dashboard) < count:
+        assert time.monotonic() < deadline, f"the dashboard never listed {count} alive nodes"
+        await asyncio.sleep(2)
+
+
 async def run_job(dashboard: str, entrypoint: str, timeout: float = 180.0) -> tuple[str, str]:
     """Submits a job through the dashboard and waits for a terminal state: (status, logs).
 

@@ -28,11 +28,11 @@ from kuberay.devenv.testing import skip_unless_strict, wait_for, wait_gone
 from kuberay.runtime.client import EVENTS, PODS, KubeClient
 
 from .raykube import (
-    alive_nodes,
     cluster_spec,
     head_ip,
     raycluster,
     run_job,
+    wait_alive_nodes,
     worker_group,
 )
 
@@ -57,10 +57,7 @@ async def test_raycluster_forms_and_runs_a_task_on_a_worker(
 ) -> None:
     spec = cluster_spec(worker_group("small", 1), worker_group("other", 1))
     dashboard = await start_cluster(process_kube, ns, "forms", spec)
-    deadline = time.monotonic() + 120
-    while await alive_nodes(dashboard) < 3:
-        assert time.monotonic() < deadline, "the dashboard never listed 3 alive nodes"
-        await asyncio.sleep(2)
+    await wait_alive_nodes(dashboard, 3)
     entry = (
         'python -c "import ray, socket; ray.init();'
         " f = ray.remote(num_cpus=1)(lambda: socket.gethostname());"

@@ -264,6 +264,7 @@ async def test_operator_runs_under_the_generated_rbac(
 ALLOWED = [
     ("", "secrets", "get", ""),
     ("", "secrets", "create", ""),
+    ("", "secrets", "update", ""),  # mTLS: owner references on cert-manager's Secrets
     ("", "pods", "create", ""),
     ("rbac.authorization.k8s.io", "roles", "create", ""),
     ("ray.io", "rayclusters", "update", "status"),
@@ -272,7 +273,7 @@ DENIED = [
     ("", "secrets", "list", ""),
     ("", "secrets", "watch", ""),
     ("", "secrets", "delete", ""),
-    ("", "secrets", "update", ""),
+    ("", "secrets", "patch", ""),
     ("", "pods", "create", "exec"),
     ("", "pods", "get", "log"),
     ("", "pods", "deletecollection", ""),

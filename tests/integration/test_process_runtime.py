@@ -280,6 +280,47 @@ print(json.dumps({p: os.path.exists(p) for p in paths}))
     assert not Path("/tmp/marker-a").exists()
 
 
+async def test_a_running_pod_sees_its_secret_change(
+    process_kube: KubeClient, process_plane: Plane, process_namespace: str
+) -> None:
+    """Secret volumes are re-read while the pod runs, as kubelet's volume sync does (a
+    re-issued certificate reaches running pods this way)."""
+    ns = process_namespace
+    await process_kube.create(
+        SECRETS, {"metadata": {"name": "rotating"}, "stringData": {"v": "one"}}, ns
+    )
+    script = """
+import time
+while open('/mnt/kr-rot/v').read() != 'two':
+    time.sleep(0.5)
+print('saw two')
+"""
+    await process_kube.create(
+        PODS,
+        pod_manifest(
+            "rotation",
+            [
+                {
+                    "name": "main",
+                    "command": [PY, "-c", script],
+                    "volumeMounts": [{"name": "rot", "mountPath": "/mnt/kr-rot"}],
+                }
+            ],
+            restartPolicy="Never",
+            volumes=[{"name": "rot", "secret": {"secretName": "rotating"}}],
+        ),
+        ns,
+    )
+    await wait_for(process_kube, PODS, "rotation", ns, phase_is("Running"), timeout=60)
+    await process_kube.patch(SECRETS, "rotating", {"stringData": {"v": "two"}}, ns)
+    pod = await wait_for(
+        process_kube, PODS, "rotation", ns, phase_is("Succeeded", "Failed"), timeout=60
+    )
+    out = process_plane.container_log(ns, "rotation", "main")
+    assert pod["status"]["phase"] == "Succeeded", out
+    assert "saw two" in out
+
+
 async def test_ray_state_in_home_is_private_to_each_container(
     process_kube: KubeClient, process_plane: Plane, process_namespace: str
 ) -> None:

@@ -542,6 +542,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "samples"
 GATED_SAMPLES = {
     "raycluster.gcs-ft-rocksdb.yaml": "gate GCSFaultToleranceEmbeddedStorage",
     "raycluster.gcs-ft-rocksdb-claim.yaml": "gate GCSFaultToleranceEmbeddedStorage",
+    # Covered with the real cert-manager by test_mtls_cert_manager.py.
     "raycluster.mtls-history.yaml": "gate RayClusterMTLS and cert-manager",
     "raycluster.network-policy.yaml": "gate RayClusterNetworkPolicy",
     "raycluster.multi-host.yaml": "TPU node selector and google.com/tpu capacity",

@@ -103,7 +103,7 @@ def test_go_operator_is_an_on_demand_component_pinned_to_its_version() -> None:
     assert binaries.GO_OPERATOR_BINARY not in binaries.ALL_BINARIES
     assert binaries.GO_OPERATOR_BINARY in binaries.KNOWN_BINARIES
     on_demand = {c.name for c in binaries.COMPONENTS if c.on_demand}
-    assert on_demand == {"kuberay-operator", "prometheus", "helm", "upstream-e2e"}
+    assert on_demand == {"kuberay-operator", "prometheus", "helm", "upstream-e2e", "cert-manager"}
     go_mod = (binaries.source_root() / comp.module_dir / "go.mod").read_text()
     assert f"github.com/ray-project/kuberay/ray-operator {binaries.GO_OPERATOR_VERSION}" in go_mod
 
@@ -117,6 +117,18 @@ def test_prometheus_is_on_demand_and_pinned() -> None:
     assert f"github.com/prometheus/prometheus {binaries.PROMETHEUS_VERSION}" in go_mod
     # Go module v0.316.0 is Prometheus 3.16.0: `prometheus --version` says the release.
     assert "common/version.Version=3.16.0" in " ".join(comp.ldflags)
+
+
+def test_cert_manager_is_on_demand_pinned_and_prebuilt_by_the_test_script() -> None:
+    comp = next(c for c in binaries.COMPONENTS if binaries.CERT_MANAGER_BINARY in c.packages)
+    assert comp.on_demand
+    assert binaries.CERT_MANAGER_BINARY not in binaries.ALL_BINARIES
+    go_mod = (binaries.source_root() / comp.module_dir / "go.mod").read_text()
+    assert f"github.com/cert-manager/cert-manager {binaries.CERT_MANAGER_VERSION}" in go_mod
+    # The wrapper's own main package: cert-manager's cmd/controller module is not on the proxy.
+    assert (binaries.source_root() / comp.module_dir / "main.go").is_file()
+    script = (binaries.source_root().parent / "scripts" / "test.sh").read_text()
+    assert binaries.CERT_MANAGER_BINARY in script
 
 
 def test_helm_is_on_demand_and_pinned() -> None:

@@ -27,6 +27,7 @@ from kuberay.cli.main import main as cli_main
 from kuberay.controllers import (
     common,
     dashboards,
+    mtls,
     networkpolicy,
     raycluster,
     raycronjob,
@@ -45,6 +46,7 @@ SCANNED: tuple[ModuleType, ...] = (
     rayjob,
     rayservice,
     networkpolicy,
+    mtls,
     dashboards,
     events,
     leader,
@@ -76,6 +78,8 @@ INDIRECT: dict[tuple[str, str], tuple[Resource, ...]] = {
     ("rayservice", "_delete_children"): (constants.RAYCLUSTERS, client.SERVICES),
     ("rayservice", "_apply_gateway_object"): (rayservice.GATEWAYS, rayservice.HTTPROUTES),
     ("rayservice", "_delete_gateway_objects"): (rayservice.GATEWAYS, rayservice.HTTPROUTES),
+    ("raycluster", "_mtls_wait_reason"): (constants.CM_CERTIFICATES, client.SECRETS),
+    ("mtls", "_ensure_created"): (constants.CM_ISSUERS, constants.CM_CERTIFICATES),
 }
 # Granted although no client call in the scanned code issues them, with the reason.
 NOT_CALLED = {
@@ -83,6 +87,7 @@ NOT_CALLED = {
     ("", "services/proxy", "delete"): "dashboard DELETE through the API server proxy",
     ("", "services/proxy", "get"): "dashboard GET through the API server proxy",
     ("", "services/proxy", "update"): "dashboard PUT through the API server proxy",
+    ("cert-manager.io", "certificates/finalizers", "update"): "blockOwnerDeletion on Secrets",
     **{
         ("ray.io", f"{plural}/finalizers", "update"): "blockOwnerDeletion"
         for plural in ("rayclusters", "rayjobs", "rayservices", "raycronjobs")

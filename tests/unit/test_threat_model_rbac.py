@@ -33,7 +33,7 @@ Triple = tuple[str, str, str]
 
 # (group, resource, verb) the document promises the operator never holds.
 ABSENT: list[Triple] = [
-    *[("", "secrets", v) for v in ("list", "watch", "update", "patch", "delete")],
+    *[("", "secrets", v) for v in ("list", "watch", "patch", "delete")],
     *[
         ("", sub, v)
         for sub in ("pods/exec", "pods/attach", "pods/portforward", "pods/log", "pods/proxy")
@@ -164,10 +164,11 @@ def test_documented_absences(role: str) -> None:
     assert unexpected == [], f"{role} grants what docs/threat-model.md says it does not"
 
 
-def test_secrets_only_get_and_create() -> None:
+def test_secrets_only_get_create_and_update() -> None:
+    # update: the mTLS owner reference on cert-manager's Secrets (RayClusterMTLS), as upstream.
     for role, rules in all_roles().items():
         verbs = {v for g, r, v in triples(rules) if g == "" and r == "secrets"}
-        assert verbs <= {"get", "create"}, role
+        assert verbs <= {"get", "create", "update"}, role
     assert rr.grants(rr.OPERATOR_RULES, "", "secrets", "get")
 
 

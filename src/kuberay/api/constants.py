@@ -23,6 +23,9 @@ KIND_RAYCRONJOB: Final = "RayCronJob"
 
 # Where the four kinds live in the REST API (the one definition every layer imports).
 RAYCLUSTERS: Final = Resource(GROUP, VERSION, "rayclusters", kind=KIND_RAYCLUSTER)
+# cert-manager's kinds the mTLS controller writes (gate RayClusterMTLS).
+CM_ISSUERS: Final = Resource("cert-manager.io", "v1", "issuers", kind="Issuer")
+CM_CERTIFICATES: Final = Resource("cert-manager.io", "v1", "certificates", kind="Certificate")
 RAYJOBS: Final = Resource(GROUP, VERSION, "rayjobs", kind=KIND_RAYJOB)
 RAYSERVICES: Final = Resource(GROUP, VERSION, "rayservices", kind=KIND_RAYSERVICE)
 RAYCRONJOBS: Final = Resource(GROUP, VERSION, "raycronjobs", kind=KIND_RAYCRONJOB)

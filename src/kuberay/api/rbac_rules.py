@@ -107,7 +107,13 @@ OPERATOR_RULES: Final = (
         ("create", "get", "list", "watch"),
         "the autoscaler's service account (create; cached to skip repeats) or the user's (get)",
     ),
-    Rule("", ("secrets",), ("create", "get"), "the Ray auth-token Secret: created once, read"),
+    Rule(
+        "",
+        ("secrets",),
+        ("create", "get", "update"),
+        "the Ray auth-token Secret (created once, read); mTLS: read cert-manager's Secrets and "
+        "add an owner reference to their Certificate",
+    ),
     Rule(
         "",
         ("persistentvolumeclaims",),
@@ -153,6 +159,25 @@ OPERATOR_RULES: Final = (
         "spec.networkPolicy (gate RayClusterNetworkPolicy): the policies isolating a cluster",
     ),
     Rule("route.openshift.io", ("routes",), ("create",), "enableIngress on OpenShift"),
+    Rule(
+        "cert-manager.io",
+        ("issuers",),
+        ("create", "list", "watch"),
+        "RayClusterMTLS: a cluster's self-signed and CA Issuers (created once, cached)",
+    ),
+    Rule(
+        "cert-manager.io",
+        ("certificates",),
+        ("create", "get", "list", "update", "watch"),
+        "RayClusterMTLS: the CA and leaf Certificates; SANs follow the pods' IPs",
+    ),
+    Rule(
+        "cert-manager.io",
+        ("certificates/finalizers",),
+        ("update",),
+        "RayClusterMTLS: the Secrets' blockOwnerDeletion references to their Certificates "
+        "under OwnerReferencesPermissionEnforcement (upstream does not grant it)",
+    ),
     Rule(
         "gateway.networking.k8s.io",
         ("gateways", "httproutes"),

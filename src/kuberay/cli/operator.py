@@ -30,6 +30,7 @@ from kuberay.api.features import FeatureGates
 from kuberay.api.webhook import handlers as webhook_handlers
 from kuberay.builders.options import BuildOptions
 from kuberay.controllers.crd_metrics import RayClusterMetrics, RayJobMetrics, RayServiceMetrics
+from kuberay.controllers.mtls import register as register_mtls
 from kuberay.controllers.networkpolicy import register as register_networkpolicy
 from kuberay.controllers.raycluster import (
     RayClusterConfig,
@@ -499,16 +500,14 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
             use_routes=await detect_openshift(client),
             cert_manager=gates.enabled("RayClusterMTLS") and await detect_cert_manager(client),
         )
-        if gates.enabled("RayClusterMTLS"):
-            # The PKI half (Issuers and Certificates) is not built yet: with cert-manager present,
-            # TLS clusters need their secrets made by the user, or their pods wait for them.
-            log.warning(
-                "RayClusterMTLS: this operator does not create the cert-manager Issuers and "
-                "Certificates; pods of tlsOptions clusters wait for secrets "
-                "ray-head-secret-<cluster> and ray-worker-secret-<cluster>",
-                extra={"certManager": rc.cert_manager},
-            )
         clusters = register_raycluster(mgr, rc, settings.watch_namespace or None)
+        if rc.cert_manager:
+            register_mtls(
+                mgr, build, clusters.clusters, clusters.pods, settings.watch_namespace or None
+            )
+        elif gates.enabled("RayClusterMTLS"):
+            # upstream: main's check; tlsOptions clusters are then refused by validation.
+            log.info("cert-manager API not found; mTLS controller disabled")
         if settings.enable_metrics:
             mgr.metrics.registry.register(RayClusterMetrics(clusters.clusters))
         dashboards = (

@@ -46,12 +46,14 @@ from pydantic import ValidationError
 from kuberay.api import constants as c
 from kuberay.api import resources as resb
 from kuberay.api import validation as v
+from kuberay.api.constants import CM_CERTIFICATES
 from kuberay.api.features import FeatureGates
 from kuberay.api.raycluster import RayCluster
 from kuberay.builders import auth as authb
 from kuberay.builders import common as cb
 from kuberay.builders import hashing, names, rbac
 from kuberay.builders import ingress as ingb
+from kuberay.builders import mtls as mtlsb
 from kuberay.builders import pod as podb
 from kuberay.builders import redis_cleanup as redisb
 from kuberay.builders import service as svcb
@@ -104,6 +106,8 @@ INGRESSES = Resource("networking.k8s.io", "v1", "ingresses", kind="Ingress")
 ROUTES = Resource("route.openshift.io", "v1", "routes", kind="Route")
 OPENSHIFT_GROUPS = frozenset({"route.openshift.io", "security.openshift.io", "config.openshift.io"})
 CERT_MANAGER_GROUP = "cert-manager.io"
+_NODE_TYPES = (c.NODE_TYPE_HEAD, c.NODE_TYPE_WORKER)
+MTLS_RECREATE = "mTLS is enabled but pod doesn't have mTLS configuration, needs recreation"
 DEFAULT_GCS_FT_DELETION_TIMEOUT = 300.0
 HEAD_TERMINATION_REQUEUE = 10.0
 # What a pass leaves for later, ordered so that max() of two groups' answers is the pass's.
@@ -197,10 +201,12 @@ async def detect_openshift(client: KubeClient, env: Mapping[str, str] | None = N
 class _ReconcileError(Exception):
     """A failed pod operation, carrying the ReplicaFailure condition reason."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, *, stall: bool = False) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        # A wait rather than a failure (no ReplicaFailure), said in ``status.reason``.
+        self.stall = stall
 
 
 @dataclass(frozen=True)
@@ -730,6 +736,12 @@ class RayClusterReconciler:
                     cluster, pods, "", c.REASON_FAILED_DELETE_ALL_PODS, why="due to suspension"
                 )
             return DONE
+        if cb.is_tls_enabled(cluster, self.config.build):
+            # upstream: checkMTLSSecretsReady, after suspension (which must never wait for
+            # certificates) and before any pod is created or recreated.
+            why = await self._mtls_wait_reason(ns, name)
+            if why is not None:
+                raise _ReconcileError("", f"mTLS secrets not ready: {why}", stall=True)
 
         want_hash = hashing.spec_hash(spec)
         heads = [
@@ -759,6 +771,26 @@ class RayClusterReconciler:
             await self.config.scheduler.on_submission(self.client, cluster)
         await self._reconcile_head(cluster, heads)
         return await self._reconcile_groups(cluster, pods)
+
+    def _lacks_mtls(self, cluster: Obj, pod: Obj) -> bool:
+        """A pod of a TLS cluster built without TLS (TLS was turned on later): recreated.
+        upstream: the podHasMTLSConfiguration checks in reconcilePods."""
+        return cb.is_tls_enabled(cluster, self.config.build) and not mtlsb.pod_has_mtls(pod)
+
+    async def _mtls_wait_reason(self, ns: str, name: str) -> str | None:
+        """Why a TLS cluster's pods must wait (its leaf Certificates not Ready or Secrets not
+        complete), read from the API: this controller keeps no cache of either."""
+        found: dict[str, Obj | None] = {}
+        lookups = [
+            *((CM_CERTIFICATES, mtlsb.leaf_certificate_name(name, t)) for t in _NODE_TYPES),
+            *((SECRETS, podb.tls_secret_name(name, t)) for t in _NODE_TYPES),
+        ]
+        for res, obj_name in lookups:
+            try:
+                found[obj_name] = await self.client.get(res, obj_name, ns)
+            except NotFound:
+                found[obj_name] = None
+        return mtlsb.secrets_wait_reason(name, found, found)
 
     async def _reconcile_groups(self, cluster: Obj, pods: list[Obj]) -> int:
         spec = cluster["spec"]
@@ -811,6 +843,9 @@ class RayClusterReconciler:
                 raise _ReconcileError(
                     "", f"deleted unhealthy head pod {head['metadata']['name']}; recreating"
                 )
+            if self._lacks_mtls(cluster, head):
+                await self._delete_pods(cluster, [head], "", c.REASON_FAILED_DELETE_HEAD_POD)
+                raise _ReconcileError("", MTLS_RECREATE)
             return
         if len(heads) > 1:
             raise _ReconcileError(
@@ -838,7 +873,7 @@ class RayClusterReconciler:
         hosts = max(1, int(group.get("numOfHosts") or 1))
         if hosts > 1 and self.config.build.multi_host_indexing:
             return await self._reconcile_multihost_group(cluster, group, pods, hosts, budget)
-        unhealthy = [p for p in pods if podb.pod_is_unhealthy(p)]
+        unhealthy = [p for p in pods if podb.pod_is_unhealthy(p) or self._lacks_mtls(cluster, p)]
         if unhealthy:
             await self._delete_pods(cluster, unhealthy, key, c.REASON_FAILED_DELETE_WORKER_POD)
             raise _ReconcileError(
@@ -1114,6 +1149,8 @@ class RayClusterReconciler:
             conditions_enabled=self.config.gates.enabled("RayClusterStatusConditions"),
             now=now,
         )
+        if error is not None and error.stall:
+            new["reason"] = error.message
         if error is None and st.status_changed(cluster.get("status"), new):
             held = st.status_write_delay(cluster.get("status"), new, time.time())
             if held > 0:

@@ -54,6 +54,8 @@ UPSTREAM_E2E_SUITES = (
 )
 # github.com/prometheus/prometheus: Go module v0.3MM.P is Prometheus 3.MM.P.
 PROMETHEUS_VERSION = "v0.316.0"
+CERT_MANAGER_VERSION = "v1.21.2"  # github.com/cert-manager/cert-manager, for RayClusterMTLS
+CERT_MANAGER_BINARY = "cert-manager-controller"
 HELM_VERSION = "v3.22.0"  # helm.sh/helm/v3, renders and lints deploy/helm in the chart tests
 # The Kubernetes release Helm assumes when no cluster is reachable (`helm template`,
 # `.Capabilities.KubeVersion`): the minor of the client-go that Helm is built against, the way
@@ -181,6 +183,15 @@ COMPONENTS: tuple[Component, ...] = (
         packages={"helm": "helm.sh/helm/v3/cmd/helm"},
         ldflags=_helm_ldflags(HELM_VERSION, HELM_KUBE_VERSION),
         # Only the chart tests (and people installing the chart) need it.
+        on_demand=True,
+    ),
+    Component(
+        name="cert-manager",
+        version=CERT_MANAGER_VERSION,
+        module_dir="cert-manager",
+        # The wrapper module's own main package (selfSigned and ca issuance; see its main.go).
+        packages={CERT_MANAGER_BINARY: "kuberay.local/controlplane/cert-manager"},
+        # Only the mTLS tests (RayClusterMTLS) run cert-manager.
         on_demand=True,
     ),
 )
@@ -391,6 +402,11 @@ def prometheus_binaries(log: Callable[[str], None] = print) -> dict[str, Path]:
 def helm_binary(log: Callable[[str], None] = print) -> Path:
     """``helm`` (v3.22.0), found or built on demand; an executable in the override dir wins."""
     return ensure(["helm"], log=log)["helm"]
+
+
+def cert_manager_binary(log: Callable[[str], None] = print) -> Path:
+    """cert-manager's controller (issuance only), found or built on demand."""
+    return ensure([CERT_MANAGER_BINARY], log=log)[CERT_MANAGER_BINARY]
 
 
 def build_times() -> dict[str, float]:

@@ -36,25 +36,26 @@ class GatewayApiUnavailable(RuntimeError):
         self.no_go = no_go
 
 
-def pinned_version(module_dir: Path = MODULE_DIR) -> str:
-    """The version ``go.mod`` requires (the single source of the pin)."""
+def pinned_version(module_dir: Path = MODULE_DIR, module: str = MODULE) -> str:
+    """The version of ``module`` that ``go.mod`` requires (the single source of the pin)."""
     for line in (module_dir / "go.mod").read_text().splitlines():
         parts = line.split("//")[0].split()
         if parts[:1] == ["require"]:
             parts = parts[1:]
-        if len(parts) == 2 and parts[0] == MODULE:
+        if len(parts) == 2 and parts[0] == module:
             return parts[1]
-    raise GatewayApiUnavailable(f"{module_dir / 'go.mod'} does not require {MODULE}")
+    raise GatewayApiUnavailable(f"{module_dir / 'go.mod'} does not require {module}")
 
 
-def module_dir(module_dir: Path = MODULE_DIR, timeout: float = 300.0) -> Path:
-    """Downloads (or finds in the module cache) the pinned release; returns its directory."""
+def module_dir(module_dir: Path = MODULE_DIR, timeout: float = 300.0, module: str = MODULE) -> Path:
+    """Downloads (or finds in the module cache) the pinned release of ``module`` (Gateway API
+    unless told otherwise; cert-manager's CRDs come the same way); returns its directory."""
     go = shutil.which("go")
     if go is None:
         raise GatewayApiUnavailable("Go is not installed", no_go=True)
-    version = pinned_version(module_dir)
+    version = pinned_version(module_dir, module)
     proc = subprocess.run(
-        [go, "mod", "download", "-json", f"{MODULE}@{version}"],
+        [go, "mod", "download", "-json", f"{module}@{version}"],
         cwd=module_dir,
         capture_output=True,
         text=True,
@@ -67,7 +68,7 @@ def module_dir(module_dir: Path = MODULE_DIR, timeout: float = 300.0) -> Path:
         info = {}
     if proc.returncode != 0 or not info.get("Dir"):
         detail = info.get("Error") or proc.stderr.strip() or proc.stdout.strip()
-        raise GatewayApiUnavailable(f"go mod download {MODULE}@{version} failed: {detail}")
+        raise GatewayApiUnavailable(f"go mod download {module}@{version} failed: {detail}")
     return Path(info["Dir"])
 
 

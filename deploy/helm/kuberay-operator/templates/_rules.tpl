@@ -32,6 +32,7 @@
   verbs:
   - create
   - get
+  - update
 - apiGroups:
   - ''
   resources:
@@ -69,6 +70,30 @@
   - create
   - delete
   - get
+  - list
+  - watch
+- apiGroups:
+  - cert-manager.io
+  resources:
+  - certificates
+  verbs:
+  - create
+  - get
+  - list
+  - update
+  - watch
+- apiGroups:
+  - cert-manager.io
+  resources:
+  - certificates/finalizers
+  verbs:
+  - update
+- apiGroups:
+  - cert-manager.io
+  resources:
+  - issuers
+  verbs:
+  - create
   - list
   - watch
 - apiGroups:

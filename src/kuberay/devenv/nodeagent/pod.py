@@ -52,6 +52,8 @@ log = logging.getLogger("kuberay.devenv.pod")
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 SERVICEACCOUNTS_TOKEN = "/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"
+# How often Secret and ConfigMap volumes are re-read (kubelet: its sync period, about 1 min).
+VOLUME_SYNC_SECONDS = 5.0
 
 
 def kept_paths(image_env: str, agent_env: str, agent_sys_path: Iterable[str]) -> list[str]:
@@ -319,6 +321,7 @@ class PodWorker:
         try:
             await self._sandbox_with_retries()
             await self._prepare_volumes()
+            self._spawn(self._refresh_volumes(), "volume-refresh")
             ok = await self._run_init_containers()
             if not ok:
                 self._finish_pod("Failed")
@@ -471,6 +474,18 @@ class PodWorker:
                 self.mark()
                 await asyncio.sleep(2)
 
+    async def _refresh_volumes(self) -> None:
+        """Rewrites Secret and ConfigMap volumes whose source changed, as kubelet's periodic
+        volume sync does (there within about a minute, here every ``VOLUME_SYNC_SECONDS``):
+        a re-issued certificate reaches running pods. A source that is gone or unreadable
+        keeps the files as they are; subPath mounts see no update (as in kubelet)."""
+        while True:
+            await asyncio.sleep(VOLUME_SYNC_SECONDS)
+            for vol in self.pod["spec"].get("volumes") or []:
+                if "secret" in vol or "configMap" in vol:
+                    with contextlib.suppress(spec.ConfigError, ApiError):
+                        await self._fill_volume(vol)
+
     async def _fill_volume(self, vol: dict[str, Any]) -> None:
         name = vol["name"]
         path = Path(self.volume_sources[name])
@@ -510,6 +525,9 @@ class PodWorker:
             raise spec.ConfigError(f"volume {name!r}: type {kinds} not supported by the runtime")
         for rel, (data, mode) in files.items():
             target = path / rel
+            with contextlib.suppress(OSError):
+                if target.read_bytes() == data and (target.stat().st_mode & 0o7777) == mode:
+                    continue  # unchanged: no rewrite on a periodic refresh
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(target.name + ".tmp")
             tmp.write_bytes(data)
