@@ -54,6 +54,7 @@ UPSTREAM_E2E_SUITES = (
 )
 # github.com/prometheus/prometheus: Go module v0.3MM.P is Prometheus 3.MM.P.
 PROMETHEUS_VERSION = "v0.316.0"
+KUEUE_VERSION = "v0.17.0"  # sigs.k8s.io/kueue, its manager beside the plane (tests/integration)
 HELM_VERSION = "v3.22.0"  # helm.sh/helm/v3, renders and lints deploy/helm in the chart tests
 # The Kubernetes release Helm assumes when no cluster is reachable (`helm template`,
 # `.Capabilities.KubeVersion`): the minor of the client-go that Helm is built against, the way
@@ -181,6 +182,15 @@ COMPONENTS: tuple[Component, ...] = (
         packages={"helm": "helm.sh/helm/v3/cmd/helm"},
         ldflags=_helm_ldflags(HELM_VERSION, HELM_KUBE_VERSION),
         # Only the chart tests (and people installing the chart) need it.
+        on_demand=True,
+    ),
+    Component(
+        name="kueue",
+        version=KUEUE_VERSION,
+        module_dir="kueue",
+        packages={"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
+        ldflags=(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}",),
+        # Only the Kueue integration tests (kuberay.devenv.kueue) run it.
         on_demand=True,
     ),
 )

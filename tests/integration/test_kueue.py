@@ -1,0 +1,346 @@
+"""The real Kueue (v0.17.0, built from its Go module) in front of our operator on the KWOK plane.
+
+Kueue runs beside the session's plane (``kuberay.devenv.kueue``) with its webhooks registered
+for namespaces labelled ``NAMESPACE_LABEL``; each test gets such a namespace, its own
+ClusterQueue (a small CPU quota) and a LocalQueue. The operator runs in-process with the fake
+Ray dashboards of ``test_rayjob`` (its ``Operator`` plays the submitter's part on KWOK), so a
+job's progress and its submissions are observable; KWOK pods are enough for admission and
+preemption, which only look at pods' requests and the objects' status.
+
+What is checked is the contract between the two controllers as upstream KubeRay and Kueue
+define it: Kueue's webhook creates jobs suspended, Kueue unsuspends on admission and suspends
+on eviction, and the operator reports ``Suspended`` once the pods are gone (Kueue counts a
+RayJob active until then), starting a new cluster and a new submission per admitted run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from test_raycluster import wait_ready
+from test_rayjob import Operator, cluster_spec, deployment, rayjob
+
+from kuberay.api.constants import RAYCLUSTERS
+from kuberay.controllers.rayjob import RAYJOBS
+from kuberay.devenv import binaries
+from kuberay.devenv.kueue import (
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    NAMESPACE_LABEL,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    RESOURCE_FLAVORS,
+    WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
+    Kueue,
+)
+from kuberay.devenv.plane import Plane
+from kuberay.devenv.testing import (
+    has_condition,
+    skip_unless_strict,
+    unique_name,
+    wait_for,
+    wait_gone,
+    wait_until,
+)
+from kuberay.ray.dashboard import SUCCEEDED
+from kuberay.runtime.client import JOBS, NAMESPACES, PODS, KubeClient
+from kuberay.runtime.errors import ApiError
+
+FLAVOR = "kuberay-default"
+LOCAL_QUEUE = "user-queue"
+# A RayJob of cluster_spec(): head 1 CPU + one 1-CPU worker + the 500m submitter Kueue assumes
+# for K8sJobMode = 2.5 CPU; a RayCluster of it = 2 CPU. A 3-CPU quota fits exactly one of each.
+QUOTA_CPU = "3"
+TIMEOUT = 90.0
+
+
+@pytest.fixture(scope="module")
+async def kueue(plane: Plane, kube: KubeClient) -> AsyncIterator[Kueue]:
+    try:
+        binaries.ensure(["kueue"], log=lambda _line: None)
+    except binaries.BuildError as exc:
+        skip_unless_strict(f"kueue is not available: {exc}")
+    manager = Kueue(plane)
+    await manager.start(kube)
+    flavor = {"apiVersion": RESOURCE_FLAVORS.api_version, "kind": "ResourceFlavor"}
+    with contextlib.suppress(ApiError):
+        await kube.create(RESOURCE_FLAVORS, {**flavor, "metadata": {"name": FLAVOR}})
+    yield manager
+    await manager.stop()
+
+
+@pytest.fixture
+async def queue(kube: KubeClient, namespace: str, kueue: Kueue) -> AsyncIterator[str]:
+    """A Kueue-managed namespace with a LocalQueue on a fresh ClusterQueue (its name)."""
+    key, value = NAMESPACE_LABEL
+    await kube.patch(NAMESPACES, namespace, {"metadata": {"labels": {key: value}}})
+    name = unique_name("cq")
+    quota = [{"name": "cpu", "nominalQuota": QUOTA_CPU}, {"name": "memory", "nominalQuota": "64Gi"}]
+    cq = {
+        "apiVersion": CLUSTER_QUEUES.api_version,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {key: value}},
+            "preemption": {"withinClusterQueue": "LowerPriority"},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory"],
+                    "flavors": [{"name": FLAVOR, "resources": quota}],
+                }
+            ],
+        },
+    }
+    await kube.create(CLUSTER_QUEUES, cq)
+    lq = {
+        "apiVersion": LOCAL_QUEUES.api_version,
+        "kind": "LocalQueue",
+        "metadata": {"name": LOCAL_QUEUE},
+        "spec": {"clusterQueue": name},
+    }
+    await kube.create(LOCAL_QUEUES, lq, namespace)
+    await wait_for(
+        kube,
+        CLUSTER_QUEUES,
+        name,
+        None,
+        lambda o: has_condition(o, "Active"),
+        timeout=30,
+        what="ClusterQueue Active",
+    )
+    yield name
+    with contextlib.suppress(ApiError):
+        await kube.delete(CLUSTER_QUEUES, name)
+
+
+@pytest.fixture
+async def operator(
+    plane: Plane, kube: KubeClient, namespace: str, queue: str
+) -> AsyncIterator[Operator]:
+    op = Operator(plane, kube, namespace)
+    await op.start()
+    yield op
+    await op.stop()
+    for res in (RAYJOBS, RAYCLUSTERS):
+        for item in (await kube.list(res, namespace))["items"]:
+            patch: dict[str, Any] = {"metadata": {"finalizers": []}}
+            with contextlib.suppress(ApiError):
+                await kube.patch(res, item["metadata"]["name"], patch, namespace)
+
+
+def queued(obj: dict[str, Any], priority: str | None = None) -> dict[str, Any]:
+    labels = obj["metadata"].setdefault("labels", {})
+    labels[QUEUE_LABEL] = LOCAL_QUEUE
+    if priority:
+        labels[PRIORITY_LABEL] = priority
+    return obj
+
+
+def queued_rayjob(name: str, priority: str | None = None) -> dict[str, Any]:
+    """A RayJob for the LocalQueue: Kueue requires it to delete its cluster when it ends."""
+    return queued(rayjob(name, "sleep 600", shutdownAfterJobFinishes=True), priority)
+
+
+def raycluster(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name},
+        "spec": cluster_spec(),
+    }
+
+
+async def workload_of(kube: KubeClient, ns: str, owner: dict[str, Any]) -> dict[str, Any]:
+    """The Workload Kueue made for ``owner`` (waits until it exists)."""
+    uid = owner["metadata"]["uid"]
+    found: list[dict[str, Any]] = []
+
+    async def made() -> bool:
+        found[:] = [
+            w
+            for w in (await kube.list(WORKLOADS, ns))["items"]
+            if any(ref["uid"] == uid for ref in w["metadata"].get("ownerReferences") or [])
+        ]
+        return bool(found)
+
+    await wait_until(made, timeout=TIMEOUT, what=f"a Workload for {owner['metadata']['name']}")
+    assert len(found) == 1, [w["metadata"]["name"] for w in found]
+    return found[0]
+
+
+async def wait_workload(
+    kube: KubeClient, ns: str, workload: dict[str, Any], ctype: str, status: str = "True"
+) -> dict[str, Any]:
+    return await wait_for(
+        kube,
+        WORKLOADS,
+        workload["metadata"]["name"],
+        ns,
+        lambda o: has_condition(o, ctype, status),
+        timeout=TIMEOUT,
+        what=f"Workload {ctype}={status}",
+    )
+
+
+async def wait_pending(kube: KubeClient, ns: str, workload: dict[str, Any]) -> dict[str, Any]:
+    """Kueue tried the workload and found no quota for it."""
+    return await wait_for(
+        kube,
+        WORKLOADS,
+        workload["metadata"]["name"],
+        ns,
+        lambda o: any(
+            c["type"] == "QuotaReserved" and c["status"] == "False" and c["reason"] == "Pending"
+            for c in (o.get("status") or {}).get("conditions") or []
+        ),
+        timeout=TIMEOUT,
+        what="Workload pending for quota",
+    )
+
+
+async def wait_job(
+    kube: KubeClient, ns: str, name: str, state: str, timeout: float = TIMEOUT
+) -> dict[str, Any]:
+    return await wait_for(
+        kube, RAYJOBS, name, ns, lambda o: deployment(o) == state, timeout=timeout, what=state
+    )
+
+
+async def cluster_pods(kube: KubeClient, ns: str, cluster: str) -> list[dict[str, Any]]:
+    return list((await kube.list(PODS, ns, label_selector=f"ray.io/cluster={cluster}"))["items"])
+
+
+async def finish_job(op: Operator, obj: dict[str, Any]) -> None:
+    """The Ray job of a running RayJob succeeds (on its cluster's fake dashboard)."""
+    status = obj["status"]
+    op.dashboard(status["rayClusterName"]).set_job_status(status["jobId"], SUCCEEDED)
+
+
+async def test_rayjob_admitted_in_turn_by_quota(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    first = await kube.create(RAYJOBS, queued_rayjob("first"), namespace)
+    # Kueue's mutating webhook queues the job: it is stored suspended.
+    assert first["spec"]["suspend"] is True
+    wl_first = await workload_of(kube, namespace, first)
+    await wait_workload(kube, namespace, wl_first, "Admitted")
+    obj = await wait_job(kube, namespace, "first", "Running")
+    assert not obj["spec"].get("suspend")
+    cluster = obj["status"]["rayClusterName"]
+    assert await cluster_pods(kube, namespace, cluster)
+
+    second = await kube.create(RAYJOBS, queued_rayjob("second"), namespace)
+    wl_second = await workload_of(kube, namespace, second)
+    await wait_pending(kube, namespace, wl_second)
+    obj = await kube.get(RAYJOBS, "second", namespace)
+    assert obj["spec"]["suspend"] is True
+    assert deployment(obj) == "Suspended"
+    assert not obj["status"].get("rayClusterName")
+    assert (await kube.list(RAYCLUSTERS, namespace))["items"] != []  # only the first's
+
+    await finish_job(operator, await kube.get(RAYJOBS, "first", namespace))
+    await wait_job(kube, namespace, "first", "Complete")
+    await wait_workload(kube, namespace, wl_first, "Finished")
+    await wait_workload(kube, namespace, wl_second, "Admitted")
+    obj = await wait_job(kube, namespace, "second", "Running")
+    await wait_gone(kube, RAYCLUSTERS, cluster, namespace)
+    for name, run in (("first", first), ("second", obj)):
+        done = await kube.get(RAYJOBS, name, namespace) if name == "first" else run
+        job_id = done["status"]["jobId"]
+        dash = operator.dashboard(done["status"]["rayClusterName"])
+        assert dash.jobs_started[job_id] == 1, (name, dict(dash.jobs_started))
+
+
+async def test_raycluster_admitted_in_turn_by_quota(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    first = await kube.create(RAYCLUSTERS, queued(raycluster("first")), namespace)
+    assert first["spec"]["suspend"] is True
+    wl_first = await workload_of(kube, namespace, first)
+    await wait_workload(kube, namespace, wl_first, "Admitted")
+    await wait_ready(kube, namespace, "first", timeout=TIMEOUT)
+    assert len(await cluster_pods(kube, namespace, "first")) == 2
+
+    second = await kube.create(RAYCLUSTERS, queued(raycluster("second")), namespace)
+    wl_second = await workload_of(kube, namespace, second)
+    await wait_pending(kube, namespace, wl_second)
+    obj = await kube.get(RAYCLUSTERS, "second", namespace)
+    assert obj["spec"]["suspend"] is True
+    assert await cluster_pods(kube, namespace, "second") == []
+
+    await kube.delete(RAYCLUSTERS, "first", namespace)
+    await wait_workload(kube, namespace, wl_second, "Admitted")
+    await wait_ready(kube, namespace, "second", timeout=TIMEOUT)
+    assert len(await cluster_pods(kube, namespace, "second")) == 2
+
+
+async def priority_class(kube: KubeClient, value: int) -> str:
+    name = unique_name(f"prio-{value}")
+    body = {
+        "apiVersion": WORKLOAD_PRIORITY_CLASSES.api_version,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+    await kube.create(WORKLOAD_PRIORITY_CLASSES, body)
+    return name
+
+
+async def test_preemption_suspends_lower_rayjob_which_resumes_and_finishes(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    low_class = await priority_class(kube, 10)
+    high_class = await priority_class(kube, 1000)
+    low = await kube.create(RAYJOBS, queued_rayjob("low", low_class), namespace)
+    wl_low = await workload_of(kube, namespace, low)
+    run1 = (await wait_job(kube, namespace, "low", "Running"))["status"]
+    cluster1 = run1["rayClusterName"]
+    assert await cluster_pods(kube, namespace, cluster1)
+
+    high = await kube.create(RAYJOBS, queued_rayjob("high", high_class), namespace)
+    wl_high = await workload_of(kube, namespace, high)
+    evicted = await wait_workload(kube, namespace, wl_low, "Evicted")
+    reasons = {c["type"]: c["reason"] for c in evicted["status"]["conditions"]}
+    assert reasons["Evicted"] == "Preempted", reasons
+    obj = await wait_job(kube, namespace, "low", "Suspended")
+    assert obj["spec"]["suspend"] is True
+    assert not obj["status"].get("rayClusterName")
+    assert not obj["status"].get("jobId")
+    await wait_gone(kube, RAYCLUSTERS, cluster1, namespace)
+    await wait_until(
+        lambda: _no_pods(kube, namespace, cluster1), timeout=TIMEOUT, what="low's pods gone"
+    )
+    await wait_gone(kube, JOBS, "low", namespace)
+
+    await wait_workload(kube, namespace, wl_high, "Admitted")
+    high_run = (await wait_job(kube, namespace, "high", "Running"))["status"]
+    # The low job waits while the high one holds the quota.
+    await wait_pending(kube, namespace, wl_low)
+    assert (await kube.get(RAYJOBS, "low", namespace))["spec"]["suspend"] is True
+
+    await finish_job(operator, await kube.get(RAYJOBS, "high", namespace))
+    await wait_job(kube, namespace, "high", "Complete")
+    await wait_workload(kube, namespace, wl_low, "Admitted")
+    run2 = (await wait_job(kube, namespace, "low", "Running"))["status"]
+    assert run2["rayClusterName"] != cluster1
+    assert run2["jobId"] != run1["jobId"]
+    await finish_job(operator, await kube.get(RAYJOBS, "low", namespace))
+    done = await wait_job(kube, namespace, "low", "Complete")
+    assert done["status"]["jobStatus"] == SUCCEEDED
+    await wait_workload(kube, namespace, wl_low, "Finished")
+
+    # One submission per admitted run, each on its own cluster; one submitter Job per run.
+    for run in (run1, run2, high_run):
+        dash = operator.dashboard(run["rayClusterName"])
+        assert dict(dash.jobs_started) == {run["jobId"]: 1}
+    submitters = [name for name, _uid in operator.submitter_jobs]
+    assert submitters.count("low") == 2, submitters
+    assert submitters.count("high") == 1, submitters
+
+
+async def _no_pods(kube: KubeClient, ns: str, cluster: str) -> bool:
+    return not await cluster_pods(kube, ns, cluster)
