@@ -16,6 +16,7 @@ RayJob active until then), starting a new cluster and a new submission per admit
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -51,6 +52,8 @@ from kuberay.runtime.client import JOBS, NAMESPACES, PODS, KubeClient
 from kuberay.runtime.errors import ApiError
 
 FLAVOR = "kuberay-default"
+# Kueue puts the flavor's node labels into the admitted pod templates (every KWOK node has it).
+FLAVOR_NODE_LABELS = {"type": "kwok"}
 LOCAL_QUEUE = "user-queue"
 # A RayJob of cluster_spec(): head 1 CPU + one 1-CPU worker + the 500m submitter Kueue assumes
 # for K8sJobMode = 2.5 CPU; a RayCluster of it = 2 CPU. A 3-CPU quota fits exactly one of each.
@@ -66,9 +69,14 @@ async def kueue(plane: Plane, kube: KubeClient) -> AsyncIterator[Kueue]:
         skip_unless_strict(f"kueue is not available: {exc}")
     manager = Kueue(plane)
     await manager.start(kube)
-    flavor = {"apiVersion": RESOURCE_FLAVORS.api_version, "kind": "ResourceFlavor"}
+    flavor = {
+        "apiVersion": RESOURCE_FLAVORS.api_version,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": FLAVOR},
+        "spec": {"nodeLabels": FLAVOR_NODE_LABELS},
+    }
     with contextlib.suppress(ApiError):
-        await kube.create(RESOURCE_FLAVORS, {**flavor, "metadata": {"name": FLAVOR}})
+        await kube.create(RESOURCE_FLAVORS, flavor)
     yield manager
     await manager.stop()
 
@@ -214,6 +222,16 @@ async def cluster_pods(kube: KubeClient, ns: str, cluster: str) -> list[dict[str
     return list((await kube.list(PODS, ns, label_selector=f"ray.io/cluster={cluster}"))["items"])
 
 
+async def admitted_pods(kube: KubeClient, ns: str, cluster: str) -> list[dict[str, Any]]:
+    """The cluster's pods, each placed by the flavor Kueue assigned (its node labels)."""
+    pods = await cluster_pods(kube, ns, cluster)
+    assert pods
+    for pod in pods:
+        selector = pod["spec"].get("nodeSelector") or {}
+        assert FLAVOR_NODE_LABELS.items() <= selector.items(), (pod["metadata"]["name"], selector)
+    return pods
+
+
 async def finish_job(op: Operator, obj: dict[str, Any]) -> None:
     """The Ray job of a running RayJob succeeds (on its cluster's fake dashboard)."""
     status = obj["status"]
@@ -230,8 +248,9 @@ async def test_rayjob_admitted_in_turn_by_quota(
     await wait_workload(kube, namespace, wl_first, "Admitted")
     obj = await wait_job(kube, namespace, "first", "Running")
     assert not obj["spec"].get("suspend")
+    await wait_workload(kube, namespace, wl_first, "PodsReady")
     cluster = obj["status"]["rayClusterName"]
-    assert await cluster_pods(kube, namespace, cluster)
+    await admitted_pods(kube, namespace, cluster)
 
     second = await kube.create(RAYJOBS, queued_rayjob("second"), namespace)
     wl_second = await workload_of(kube, namespace, second)
@@ -263,19 +282,31 @@ async def test_raycluster_admitted_in_turn_by_quota(
     wl_first = await workload_of(kube, namespace, first)
     await wait_workload(kube, namespace, wl_first, "Admitted")
     await wait_ready(kube, namespace, "first", timeout=TIMEOUT)
-    assert len(await cluster_pods(kube, namespace, "first")) == 2
+    await wait_workload(kube, namespace, wl_first, "PodsReady")
+    assert len(await admitted_pods(kube, namespace, "first")) == 2
 
     second = await kube.create(RAYCLUSTERS, queued(raycluster("second")), namespace)
     wl_second = await workload_of(kube, namespace, second)
     await wait_pending(kube, namespace, wl_second)
-    obj = await kube.get(RAYCLUSTERS, "second", namespace)
+    obj = await wait_for(
+        kube,
+        RAYCLUSTERS,
+        "second",
+        namespace,
+        lambda o: has_condition(o, "RayClusterSuspended"),
+        timeout=TIMEOUT,
+        what="RayClusterSuspended",
+    )
     assert obj["spec"]["suspend"] is True
+    assert obj["status"]["state"] == "suspended"
     assert await cluster_pods(kube, namespace, "second") == []
 
     await kube.delete(RAYCLUSTERS, "first", namespace)
+    # Its Workload goes with it (garbage collection), which frees the quota.
+    await wait_gone(kube, WORKLOADS, wl_first["metadata"]["name"], namespace, timeout=TIMEOUT)
     await wait_workload(kube, namespace, wl_second, "Admitted")
     await wait_ready(kube, namespace, "second", timeout=TIMEOUT)
-    assert len(await cluster_pods(kube, namespace, "second")) == 2
+    assert len(await admitted_pods(kube, namespace, "second")) == 2
 
 
 async def priority_class(kube: KubeClient, value: int) -> str:
@@ -299,25 +330,31 @@ async def test_preemption_suspends_lower_rayjob_which_resumes_and_finishes(
     wl_low = await workload_of(kube, namespace, low)
     run1 = (await wait_job(kube, namespace, "low", "Running"))["status"]
     cluster1 = run1["rayClusterName"]
-    assert await cluster_pods(kube, namespace, cluster1)
+    await admitted_pods(kube, namespace, cluster1)
 
+    started = time.monotonic()
     high = await kube.create(RAYJOBS, queued_rayjob("high", high_class), namespace)
     wl_high = await workload_of(kube, namespace, high)
     evicted = await wait_workload(kube, namespace, wl_low, "Evicted")
     reasons = {c["type"]: c["reason"] for c in evicted["status"]["conditions"]}
     assert reasons["Evicted"] == "Preempted", reasons
     obj = await wait_job(kube, namespace, "low", "Suspended")
+    suspended_after = time.monotonic() - started
     assert obj["spec"]["suspend"] is True
     assert not obj["status"].get("rayClusterName")
     assert not obj["status"].get("jobId")
-    await wait_gone(kube, RAYCLUSTERS, cluster1, namespace)
+    await wait_gone(kube, RAYCLUSTERS, cluster1, namespace, timeout=TIMEOUT)
     await wait_until(
         lambda: _no_pods(kube, namespace, cluster1), timeout=TIMEOUT, what="low's pods gone"
     )
-    await wait_gone(kube, JOBS, "low", namespace)
+    await wait_gone(kube, JOBS, "low", namespace, timeout=TIMEOUT)
 
     await wait_workload(kube, namespace, wl_high, "Admitted")
     high_run = (await wait_job(kube, namespace, "high", "Running"))["status"]
+    print(
+        f"preemption: low Suspended {suspended_after:.1f}s and high Running "
+        f"{time.monotonic() - started:.1f}s after the high RayJob was created"
+    )
     # The low job waits while the high one holds the quota.
     await wait_pending(kube, namespace, wl_low)
     assert (await kube.get(RAYJOBS, "low", namespace))["spec"]["suspend"] is True
@@ -328,6 +365,7 @@ async def test_preemption_suspends_lower_rayjob_which_resumes_and_finishes(
     run2 = (await wait_job(kube, namespace, "low", "Running"))["status"]
     assert run2["rayClusterName"] != cluster1
     assert run2["jobId"] != run1["jobId"]
+    await admitted_pods(kube, namespace, run2["rayClusterName"])
     await finish_job(operator, await kube.get(RAYJOBS, "low", namespace))
     done = await wait_job(kube, namespace, "low", "Complete")
     assert done["status"]["jobStatus"] == SUCCEEDED

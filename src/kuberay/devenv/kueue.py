@@ -178,6 +178,10 @@ def configuration(
         # No client-side rate limit: the tests wait on Kueue's decisions.
         "clientConnection": {"qps": -1, "burst": 100},
         "integrations": {"frameworks": list(frameworks)},
+        # Workloads then carry a PodsReady condition, which Kueue derives from the Ray objects'
+        # status (a RayJob's status.rayClusterStatus.state, a RayCluster's state); the timeout is
+        # long enough never to evict on a slow machine.
+        "waitForPodsReady": {"timeout": "10m", "blockAdmission": False},
         # The on-demand visibility API server would bind a fixed port (8082) and is not needed.
         "featureGates": {"VisibilityOnDemand": False, **(feature_gates or {})},
     }
