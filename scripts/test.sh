@@ -12,8 +12,9 @@ echo "== control-plane binaries"
 kuberay dev build
 # Built on demand otherwise; built here so that no test's time limit includes a cold Go build:
 # the Go operator (conformance), Prometheus with promtool (monitoring), Helm (the chart) and
-# upstream's e2e test binaries (tests/e2e/test_upstream_slice.py; one component, all suites).
-python -m kuberay.devenv.binaries ray-operator prometheus promtool helm e2eraycronjob.test
+# upstream's e2e test binaries (tests/e2e/test_upstream_slice.py; one component, all suites)
+# and Kueue's manager (tests/integration/test_kueue.py).
+python -m kuberay.devenv.binaries ray-operator prometheus promtool helm e2eraycronjob.test kueue
 
 echo "== tests"
 # The whole suite is strict: a test whose prerequisite (root, Ray, Redis, a Go-built tool) is

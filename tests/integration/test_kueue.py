@@ -48,10 +48,12 @@ from kuberay.devenv.testing import (
     wait_until,
 )
 from kuberay.ray.dashboard import SUCCEEDED
-from kuberay.runtime.client import JOBS, NAMESPACES, PODS, KubeClient
+from kuberay.runtime.client import JOBS, JSON_PATCH, NAMESPACES, PODS, KubeClient
 from kuberay.runtime.errors import ApiError
 
 FLAVOR = "kuberay-default"
+ELASTIC_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+ELASTIC_GATE = "kueue.x-k8s.io/elastic-job"
 # Kueue puts the flavor's node labels into the admitted pod templates (every KWOK node has it).
 FLAVOR_NODE_LABELS = {"type": "kwok"}
 LOCAL_QUEUE = "user-queue"
@@ -67,7 +69,8 @@ async def kueue(plane: Plane, kube: KubeClient) -> AsyncIterator[Kueue]:
         binaries.ensure(["kueue"], log=lambda _line: None)
     except binaries.BuildError as exc:
         skip_unless_strict(f"kueue is not available: {exc}")
-    manager = Kueue(plane)
+    # The elastic gate only changes jobs annotated elastic; the other tests' jobs are not.
+    manager = Kueue(plane, feature_gates={"ElasticJobsViaWorkloadSlices": True})
     await manager.start(kube)
     flavor = {
         "apiVersion": RESOURCE_FLAVORS.api_version,
@@ -382,3 +385,155 @@ async def test_preemption_suspends_lower_rayjob_which_resumes_and_finishes(
 
 async def _no_pods(kube: KubeClient, ns: str, cluster: str) -> bool:
     return not await cluster_pods(kube, ns, cluster)
+
+
+def elastic_raycluster(name: str, workers: int) -> dict[str, Any]:
+    """An autoscaling RayCluster Kueue admits slice by slice: head 500m, workers 500m each."""
+    body = queued(raycluster(name))
+    body["metadata"]["annotations"] = {ELASTIC_ANNOTATION: "true"}
+    spec = body["spec"]
+    spec["enableInTreeAutoscaling"] = True
+    head = spec["headGroupSpec"]["template"]["spec"]["containers"][0]
+    group = spec["workerGroupSpecs"][0]
+    worker = group["template"]["spec"]["containers"][0]
+    for container in (head, worker):
+        container["resources"] = {"limits": {"cpu": "500m", "memory": "1Gi"}}
+    group["replicas"] = workers
+    return body
+
+
+def worker_counts(workload: dict[str, Any]) -> int:
+    return next(int(p["count"]) for p in workload["spec"]["podSets"] if p["name"] == "workers")
+
+
+async def cluster_workloads(
+    kube: KubeClient, ns: str, owner: dict[str, Any]
+) -> list[dict[str, Any]]:
+    uid = owner["metadata"]["uid"]
+    return [
+        w
+        for w in (await kube.list(WORKLOADS, ns))["items"]
+        if any(ref["uid"] == uid for ref in w["metadata"].get("ownerReferences") or [])
+    ]
+
+
+async def wait_workers_running(kube: KubeClient, ns: str, cluster: str, count: int) -> None:
+    """Exactly ``count`` live worker pods, all ungated (admitted) and Running."""
+
+    async def settled() -> bool:
+        pods = [
+            p
+            for p in await cluster_pods(kube, ns, cluster)
+            if p["metadata"]["labels"].get("ray.io/node-type") == "worker"
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+        return len(pods) == count and all(
+            not p["spec"].get("schedulingGates") and p["status"].get("phase") == "Running"
+            for p in pods
+        )
+
+    async def explain() -> str:
+        return "\n".join(
+            f"{p['metadata']['name']} gates={p['spec'].get('schedulingGates')} "
+            f"phase={p['status'].get('phase')} deleting={p['metadata'].get('deletionTimestamp')} "
+            f"annotations={p['metadata'].get('annotations')}"
+            for p in await cluster_pods(kube, ns, cluster)
+        )
+
+    await wait_until(
+        settled, timeout=TIMEOUT, what=f"{count} admitted workers running", explain=explain
+    )
+
+
+async def autoscale(
+    kube: KubeClient, ns: str, name: str, replicas: int, delete: list[str] | None = None
+) -> None:
+    """What Ray's autoscaler writes: the group's replicas (and, scaling down, the workers to
+    delete), as a JSON patch of those fields only; Kueue's changes to the templates stay."""
+    ops: list[dict[str, Any]] = [
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": replicas}
+    ]
+    if delete is not None:
+        ops.append(
+            {
+                "op": "add",
+                "path": "/spec/workerGroupSpecs/0/scaleStrategy",
+                "value": {"workersToDelete": delete},
+            }
+        )
+    await kube.patch(RAYCLUSTERS, name, ops, ns, content_type=JSON_PATCH)
+
+
+async def test_elastic_raycluster_scale_up_is_a_new_workload_slice_and_shrinks(
+    kube: KubeClient, namespace: str, queue: str, operator: Operator
+) -> None:
+    cluster = await kube.create(RAYCLUSTERS, elastic_raycluster("elastic", 1), namespace)
+    # Kueue's webhook gates every pod template until the slice they belong to is admitted.
+    spec = cluster["spec"]
+    for template in (spec["headGroupSpec"]["template"], spec["workerGroupSpecs"][0]["template"]):
+        assert {"name": ELASTIC_GATE} in template["spec"]["schedulingGates"]
+    first = await workload_of(kube, namespace, cluster)
+    await wait_workload(kube, namespace, first, "Admitted")
+    assert worker_counts(first) == 1
+    await wait_ready(kube, namespace, "elastic", timeout=TIMEOUT)
+    await wait_workers_running(kube, namespace, "elastic", 1)
+
+    # The autoscaler asks for two more workers (1 CPU more: 2 of the 3-CPU quota).
+    await autoscale(kube, namespace, "elastic", 3)
+    slices: list[dict[str, Any]] = []
+
+    async def new_slice_admitted() -> bool:
+        slices[:] = [
+            w
+            for w in await cluster_workloads(kube, namespace, cluster)
+            if w["metadata"]["name"] != first["metadata"]["name"]
+        ]
+        return any(has_condition(w, "Admitted") for w in slices)
+
+    await wait_until(new_slice_admitted, timeout=TIMEOUT, what="a new admitted workload slice")
+    assert [worker_counts(w) for w in slices] == [3]
+    old = await wait_workload(kube, namespace, first, "Finished")
+    finished = next(c for c in old["status"]["conditions"] if c["type"] == "Finished")
+    assert finished["reason"] == "WorkloadSliceReplaced", finished
+    await wait_workers_running(kube, namespace, "elastic", 3)
+    current = slices[0]["metadata"]["name"]
+    await wait_cpu_used(kube, queue, "2")
+
+    # Scale-down the autoscaler's way: fewer replicas and the workers to delete named.
+    workers = sorted(
+        p["metadata"]["name"]
+        for p in await cluster_pods(kube, namespace, "elastic")
+        if p["metadata"]["labels"].get("ray.io/node-type") == "worker"
+    )
+    await autoscale(kube, namespace, "elastic", 1, workers[1:])
+    await wait_workers_running(kube, namespace, "elastic", 1)
+
+    async def shrunk() -> bool:
+        live = [
+            w
+            for w in await cluster_workloads(kube, namespace, cluster)
+            if has_condition(w, "Admitted") and not has_condition(w, "Finished")
+        ]
+        # Shrinking updates the admitted slice in place; no new slice is made.
+        return [(w["metadata"]["name"], worker_counts(w)) for w in live] == [(current, 1)]
+
+    await wait_until(shrunk, timeout=TIMEOUT, what="the admitted slice shrunk to one worker")
+    # The quota follows: head and one worker, 500m each.
+    await wait_cpu_used(kube, queue, "1")
+
+
+async def wait_cpu_used(kube: KubeClient, queue: str, cpu: str) -> None:
+    await wait_for(
+        kube,
+        CLUSTER_QUEUES,
+        queue,
+        None,
+        lambda o: _cpu_used(o) == cpu,
+        timeout=TIMEOUT,
+        what=f"{cpu} CPU used in the ClusterQueue",
+    )
+
+
+def _cpu_used(cq: dict[str, Any]) -> str:
+    usage = (cq.get("status") or {}).get("flavorsUsage") or []
+    return next((str(r["total"]) for f in usage for r in f["resources"] if r["name"] == "cpu"), "")
