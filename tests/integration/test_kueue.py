@@ -383,6 +383,47 @@ async def test_preemption_suspends_lower_rayjob_which_resumes_and_finishes(
     assert submitters.count("high") == 1, submitters
 
 
+async def test_preemption_suspends_lower_raycluster_until_quota_frees(
+    kube: KubeClient, namespace: str, operator: Operator
+) -> None:
+    low_class = await priority_class(kube, 10)
+    high_class = await priority_class(kube, 1000)
+    low = await kube.create(RAYCLUSTERS, queued(raycluster("low"), low_class), namespace)
+    wl_low = await workload_of(kube, namespace, low)
+    await wait_ready(kube, namespace, "low", timeout=TIMEOUT)
+    await admitted_pods(kube, namespace, "low")
+
+    high = await kube.create(RAYCLUSTERS, queued(raycluster("high"), high_class), namespace)
+    wl_high = await workload_of(kube, namespace, high)
+    evicted = await wait_workload(kube, namespace, wl_low, "Evicted")
+    reasons = {c["type"]: c["reason"] for c in evicted["status"]["conditions"]}
+    assert reasons["Evicted"] == "Preempted", reasons
+    # Kueue counts a RayCluster active while its state is ready: the eviction completes (and
+    # the high one is admitted) only once the operator reports it suspended, pods gone.
+    obj = await wait_for(
+        kube,
+        RAYCLUSTERS,
+        "low",
+        namespace,
+        lambda o: has_condition(o, "RayClusterSuspended"),
+        timeout=TIMEOUT,
+        what="RayClusterSuspended",
+    )
+    assert obj["spec"]["suspend"] is True
+    assert obj["status"]["state"] == "suspended"
+    await wait_until(
+        lambda: _no_pods(kube, namespace, "low"), timeout=TIMEOUT, what="low's pods gone"
+    )
+    await wait_workload(kube, namespace, wl_high, "Admitted")
+    await wait_ready(kube, namespace, "high", timeout=TIMEOUT)
+    await wait_pending(kube, namespace, wl_low)
+
+    await kube.delete(RAYCLUSTERS, "high", namespace)
+    await wait_workload(kube, namespace, wl_low, "Admitted")
+    await wait_ready(kube, namespace, "low", timeout=TIMEOUT)
+    assert len(await admitted_pods(kube, namespace, "low")) == 2
+
+
 async def _no_pods(kube: KubeClient, ns: str, cluster: str) -> bool:
     return not await cluster_pods(kube, ns, cluster)
 
