@@ -291,17 +291,7 @@ async def test_raycluster_admitted_in_turn_by_quota(
     second = await kube.create(RAYCLUSTERS, queued(raycluster("second")), namespace)
     wl_second = await workload_of(kube, namespace, second)
     await wait_pending(kube, namespace, wl_second)
-    obj = await wait_for(
-        kube,
-        RAYCLUSTERS,
-        "second",
-        namespace,
-        lambda o: has_condition(o, "RayClusterSuspended"),
-        timeout=TIMEOUT,
-        what="RayClusterSuspended",
-    )
-    assert obj["spec"]["suspend"] is True
-    assert obj["status"]["state"] == "suspended"
+    await wait_cluster_suspended(kube, namespace, "second")
     assert await cluster_pods(kube, namespace, "second") == []
 
     await kube.delete(RAYCLUSTERS, "first", namespace)
@@ -310,6 +300,21 @@ async def test_raycluster_admitted_in_turn_by_quota(
     await wait_workload(kube, namespace, wl_second, "Admitted")
     await wait_ready(kube, namespace, "second", timeout=TIMEOUT)
     assert len(await admitted_pods(kube, namespace, "second")) == 2
+
+
+async def wait_cluster_suspended(kube: KubeClient, ns: str, name: str) -> None:
+    """The RayCluster is held by Kueue (spec.suspend) and the operator says it is suspended."""
+    obj = await wait_for(
+        kube,
+        RAYCLUSTERS,
+        name,
+        ns,
+        lambda o: has_condition(o, "RayClusterSuspended"),
+        timeout=TIMEOUT,
+        what="RayClusterSuspended",
+    )
+    assert obj["spec"]["suspend"] is True
+    assert obj["status"]["state"] == "suspended"
 
 
 async def priority_class(kube: KubeClient, value: int) -> str:
@@ -400,17 +405,7 @@ async def test_preemption_suspends_lower_raycluster_until_quota_frees(
     assert reasons["Evicted"] == "Preempted", reasons
     # Kueue counts a RayCluster active while its state is ready: the eviction completes (and
     # the high one is admitted) only once the operator reports it suspended, pods gone.
-    obj = await wait_for(
-        kube,
-        RAYCLUSTERS,
-        "low",
-        namespace,
-        lambda o: has_condition(o, "RayClusterSuspended"),
-        timeout=TIMEOUT,
-        what="RayClusterSuspended",
-    )
-    assert obj["spec"]["suspend"] is True
-    assert obj["status"]["state"] == "suspended"
+    await wait_cluster_suspended(kube, namespace, "low")
     await wait_until(
         lambda: _no_pods(kube, namespace, "low"), timeout=TIMEOUT, what="low's pods gone"
     )
