@@ -258,11 +258,13 @@ async def test_rayjob_admitted_in_turn_by_quota(
     second = await kube.create(RAYJOBS, queued_rayjob("second"), namespace)
     wl_second = await workload_of(kube, namespace, second)
     await wait_pending(kube, namespace, wl_second)
-    obj = await kube.get(RAYJOBS, "second", namespace)
+    # As upstream, a job created suspended passes Initializing and Suspending (names chosen,
+    # nothing created) on its way to Suspended.
+    obj = await wait_job(kube, namespace, "second", "Suspended")
     assert obj["spec"]["suspend"] is True
-    assert deployment(obj) == "Suspended"
     assert not obj["status"].get("rayClusterName")
-    assert (await kube.list(RAYCLUSTERS, namespace))["items"] != []  # only the first's
+    clusters = (await kube.list(RAYCLUSTERS, namespace))["items"]
+    assert [c["metadata"]["name"] for c in clusters] == [cluster]
 
     await finish_job(operator, await kube.get(RAYJOBS, "first", namespace))
     await wait_job(kube, namespace, "first", "Complete")
