@@ -88,7 +88,7 @@ exec "$@"
 """
 
 
-def module_dir(log: Any = None) -> Path:
+def module_dir() -> Path:
     """Where the pinned Kueue module's files are (downloaded into the module cache if needed)."""
     go = shutil.which("go")
     if go is None:
