@@ -12,10 +12,11 @@ echo "== control-plane binaries"
 kuberay dev build
 # Built on demand otherwise; built here so that no test's time limit includes a cold Go build:
 # the Go operator (conformance), Prometheus with promtool (monitoring), Helm (the chart) and
-# upstream's e2e test binaries (tests/e2e/test_upstream_slice.py; one component, all suites) and
-# cert-manager's controller (the RayClusterMTLS tests).
+# upstream's e2e test binaries (tests/e2e/test_upstream_slice.py; one component, all suites),
+# cert-manager's controller (the RayClusterMTLS tests) and Kueue's manager
+# (tests/integration/test_kueue.py).
 python -m kuberay.devenv.binaries ray-operator prometheus promtool helm e2eraycronjob.test \
-    cert-manager-controller
+    cert-manager-controller kueue
 
 echo "== tests"
 # The whole suite is strict: a test whose prerequisite (root, Ray, Redis, a Go-built tool) is

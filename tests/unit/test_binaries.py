@@ -103,7 +103,14 @@ def test_go_operator_is_an_on_demand_component_pinned_to_its_version() -> None:
     assert binaries.GO_OPERATOR_BINARY not in binaries.ALL_BINARIES
     assert binaries.GO_OPERATOR_BINARY in binaries.KNOWN_BINARIES
     on_demand = {c.name for c in binaries.COMPONENTS if c.on_demand}
-    assert on_demand == {"kuberay-operator", "prometheus", "helm", "upstream-e2e", "cert-manager"}
+    assert on_demand == {
+        "kuberay-operator",
+        "prometheus",
+        "helm",
+        "upstream-e2e",
+        "cert-manager",
+        "kueue",
+    }
     go_mod = (binaries.source_root() / comp.module_dir / "go.mod").read_text()
     assert f"github.com/ray-project/kuberay/ray-operator {binaries.GO_OPERATOR_VERSION}" in go_mod
 
@@ -169,3 +176,12 @@ def test_missing_go_for_the_go_operator_names_only_its_binary(
     message = str(info.value)
     assert "holds ray-operator." in message
     assert "kube-apiserver" not in message
+
+
+def test_kueue_is_on_demand_and_pinned() -> None:
+    comp = next(c for c in binaries.COMPONENTS if "kueue" in c.packages)
+    assert comp.on_demand
+    assert comp.packages == {"kueue": "sigs.k8s.io/kueue/cmd/kueue"}
+    go_mod = (binaries.source_root() / comp.module_dir / "go.mod").read_text()
+    assert f"sigs.k8s.io/kueue {binaries.KUEUE_VERSION}" in go_mod
+    assert f"pkg/version.GitVersion={binaries.KUEUE_VERSION}" in " ".join(comp.ldflags)

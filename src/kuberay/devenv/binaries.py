@@ -56,6 +56,7 @@ UPSTREAM_E2E_SUITES = (
 PROMETHEUS_VERSION = "v0.316.0"
 CERT_MANAGER_VERSION = "v1.21.2"  # github.com/cert-manager/cert-manager, for RayClusterMTLS
 CERT_MANAGER_BINARY = "cert-manager-controller"
+KUEUE_VERSION = "v0.17.0"  # sigs.k8s.io/kueue, its manager beside the plane (tests/integration)
 HELM_VERSION = "v3.22.0"  # helm.sh/helm/v3, renders and lints deploy/helm in the chart tests
 # The Kubernetes release Helm assumes when no cluster is reachable (`helm template`,
 # `.Capabilities.KubeVersion`): the minor of the client-go that Helm is built against, the way
@@ -192,6 +193,15 @@ COMPONENTS: tuple[Component, ...] = (
         # The wrapper module's own main package (selfSigned and ca issuance; see its main.go).
         packages={CERT_MANAGER_BINARY: "kuberay.local/controlplane/cert-manager"},
         # Only the mTLS tests (RayClusterMTLS) run cert-manager.
+        on_demand=True,
+    ),
+    Component(
+        name="kueue",
+        version=KUEUE_VERSION,
+        module_dir="kueue",
+        packages={"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
+        ldflags=(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}",),
+        # Only the Kueue integration tests (kuberay.devenv.kueue) run it.
         on_demand=True,
     ),
 )
