@@ -22,4 +22,4 @@ echo "== tests"
 # The whole suite is strict: a test whose prerequisite (root, Ray, Redis, a Go-built tool) is
 # missing fails instead of skipping, on any machine, not only where CI is set.
 export KUBERAY_TESTS_STRICT=1
-pytest "$@"
+pytest --durations=30 "$@"
