@@ -24,6 +24,10 @@ Invariants and failure modes:
 - Beyond upstream, ``status.conditions`` (ClusterReady, Suspended, Complete, Failed) say why a
   job is not progressing; while Initializing, ClusterReady carries the RayCluster's
   RayClusterProvisioned reason and message (image pull, unschedulable, quota ...).
+- Beyond upstream, a SidecarMode job whose submitter container has already terminated leaves
+  Initializing even though its cluster never reported ``ready`` (the ended container makes the
+  head pod not Ready, so a job that ended before a slow worker was Ready waited forever,
+  found by upstream's TestRayJobRetry on a loaded machine); Running then judges the exit.
 - Every status decision (timers, deadlines, backoff, submitter outcome, TTLs, conditions) is a
   pure function in ``rayjob_status``; this module reads the caches, the clock and the
   dashboard, does the writes, and hands what it observed to those functions.
@@ -313,11 +317,13 @@ class RayJobReconciler:
             await self.config.scheduler.on_job_submission(self.client, job, template)
         cluster = await self._get_or_create_cluster(job)
         status["rayClusterStatus"] = st.cluster_status_copy(job, cluster)
+        mode = rjb.submission_mode(job)
         if not status.get("dashboardURL"):
-            if (cluster.get("status") or {}).get("state") != c.CLUSTER_STATE_READY:
+            ready = (cluster.get("status") or {}).get("state") == c.CLUSTER_STATE_READY
+            head = self._head_pod(_ns(job), cluster["metadata"]["name"])
+            if not ready and not (mode == c.SIDECAR_MODE and st.sidecar_finished(head)):
                 return None
             status["dashboardURL"] = rjb.dashboard_url(cluster, self.config.build)
-        mode = rjb.submission_mode(job)
         if mode == c.INTERACTIVE_MODE:
             status["jobDeploymentStatus"] = c.DEPLOYMENT_WAITING
             return None

@@ -258,6 +258,18 @@ def check_submitter_job(job: Obj, submitter: Obj | None, now: float) -> tuple[bo
     return False, None
 
 
+def sidecar_finished(head: Obj | None) -> bool:
+    """Beyond upstream: whether the head pod's submitter container (SidecarMode) has already
+    terminated. Such a job must leave Initializing even if its cluster never reported
+    ``ready``: a terminated container makes the head pod not Ready, so a submission that
+    ended before every pod was Ready (a worker slow to start) would otherwise wait forever;
+    Running then reads the container's exit as usual."""
+    for cs in ((head or {}).get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == c.SUBMITTER_CONTAINER_NAME:
+            return bool((cs.get("state") or {}).get("terminated"))
+    return False
+
+
 def check_sidecar(
     job: Obj, head: Obj | None, now: float, restart: bool
 ) -> tuple[bool, float | None]:

@@ -173,3 +173,40 @@ async def test_after_its_status_write_a_pass_waits_for_the_watch() -> None:
     assert r.rayjobs.is_fresh("ns", "j")
     assert await r.reconcile(Request("ns", "j")) is None
     assert recorder.reasons == ["InvalidRayJobSpec"]
+
+
+FAILED_EXIT = {"terminated": {"exitCode": 1, "finishedAt": rfc3339(T0 - 1)}}
+
+
+@pytest.mark.parametrize(
+    ("mode", "state", "cluster_state", "want"),
+    [
+        ("SidecarMode", FAILED_EXIT, "", "Running"),  # ended before the cluster was ready
+        ("SidecarMode", DONE, "", "Running"),
+        ("SidecarMode", RUNNING, "", "Initializing"),  # still submitting: wait for ready
+        ("K8sJobMode", FAILED_EXIT, "", "Initializing"),  # no sidecar in that mode
+        ("SidecarMode", RUNNING, "ready", "Running"),
+    ],
+)
+async def test_initializing_sidecar_job_moves_on_once_its_submitter_ended(
+    mode: str, state: dict[str, Any], cluster_state: str, want: str
+) -> None:
+    r = reconciler()
+    cluster = {
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {"headGroupSpec": {}},
+        "status": {"state": cluster_state} if cluster_state else {},
+    }
+    fill(r.clusters, cluster)
+    fill(r.pods, pod("h", "head", state))
+    obj = job(jobDeploymentStatus="Initializing", rayClusterName="c")
+    obj["spec"] = {"submissionMode": mode, "rayClusterSpec": {"headGroupSpec": {}}}
+    if mode == "K8sJobMode":
+        r._create_submitter_if_needed = _no_submitter  # type: ignore[method-assign]
+    assert await r._on_initializing(obj) is None
+    assert obj["status"].get("jobDeploymentStatus") == want
+    assert bool(obj["status"].get("dashboardURL")) == (want == "Running")
+
+
+async def _no_submitter(job: dict[str, Any], cluster: dict[str, Any]) -> None:
+    return None
