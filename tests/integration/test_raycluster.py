@@ -267,6 +267,36 @@ async def test_head_pod_deleted_by_hand_comes_back(
     await wait_ready(kube, namespace, "heal")
 
 
+async def test_a_worker_deleted_by_hand_is_replaced_only_once_it_is_gone(
+    kube: KubeClient, namespace: str, ray_operator: OperatorProcess
+) -> None:
+    """Upstream counts a terminating pod toward ``replicas``: the replacement never overlaps
+    it (upstream's TestRayClusterSingleHostMultiSlice counts pods right after a delete)."""
+    await kube.create(RAYCLUSTERS, raycluster("keep", replicas=2), namespace)
+    await wait_ready(kube, namespace, "keep")
+    worker = (await pods_of(kube, namespace, "keep", "ray.io/node-type=worker"))[0]
+    wname = worker["metadata"]["name"]
+    hold = {"metadata": {"finalizers": ["kuberay-test/hold"]}}
+    await kube.patch(PODS, wname, hold, namespace)
+    await kube.delete(PODS, wname, namespace)
+    # The operator has seen the deletion once the status counts one ready worker less.
+    await wait_for(
+        kube,
+        RAYCLUSTERS,
+        "keep",
+        namespace,
+        lambda o: o.get("status", {}).get("readyWorkerReplicas") == 1,
+        timeout=60,
+        what="readyWorkerReplicas 1 after the delete",
+    )
+    selector = "ray.io/cluster=keep,ray.io/node-type=worker"
+    all_workers = (await kube.list(PODS, namespace, label_selector=selector))["items"]
+    assert len(all_workers) == 2, [p["metadata"]["name"] for p in all_workers]
+    await kube.patch(PODS, wname, {"metadata": {"finalizers": None}}, namespace)
+    await wait_workers(kube, namespace, "keep", 2)
+    await wait_ready(kube, namespace, "keep")
+
+
 async def test_invalid_spec_gets_a_warning_event(
     kube: KubeClient, namespace: str, ray_operator: OperatorProcess
 ) -> None:

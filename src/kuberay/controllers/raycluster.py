@@ -17,6 +17,10 @@ Invariants and failure modes:
   than it binds only delay every other cluster's pods. Pods found unschedulable do not count
   (a group larger than the cluster is still created in full, as upstream does), and the hold
   is off for batch schedulers, whose gangs bind nothing until every member exists.
+- A pod someone else deleted counts toward its group's ``replicas`` (a head toward the one
+  head) until it is gone, as in upstream, whose pod list includes terminating pods: its
+  replacement is created after it, never beside it, and takes its replica index. Such a pod is
+  never picked for a scale-down (it is leaving already). Multi-host groups are unchanged.
 - The status is written only when it changed (ignoring timestamps), with the resourceVersion
   read, so a stale write fails with Conflict and is simply redone from fresh state.
 - Invalid specs get a Warning event with upstream's message and are not retried until the spec
@@ -769,8 +773,17 @@ class RayClusterReconciler:
 
         if self.config.scheduler is not None:
             await self.config.scheduler.on_submission(self.client, cluster)
-        await self._reconcile_head(cluster, heads)
-        return await self._reconcile_groups(cluster, pods)
+        # Pods someone else deleted still count until they are gone, as upstream lists them:
+        # no replacement overlaps the pod it replaces (and takes its replica index after it).
+        leaving = [
+            p
+            for p in self.cluster_pods(ns, name)
+            if _terminating(p) and st.node_type(p) in (c.NODE_TYPE_HEAD, c.NODE_TYPE_WORKER)
+        ]
+        leaving_heads = [p for p in leaving if st.node_type(p) == c.NODE_TYPE_HEAD]
+        if heads or not leaving_heads:
+            await self._reconcile_head(cluster, heads)
+        return await self._reconcile_groups(cluster, pods, leaving)
 
     def _lacks_mtls(self, cluster: Obj, pod: Obj) -> bool:
         """A pod of a TLS cluster built without TLS (TLS was turned on later): recreated.
@@ -792,7 +805,7 @@ class RayClusterReconciler:
                 found[obj_name] = None
         return mtlsb.secrets_wait_reason(name, found, found)
 
-    async def _reconcile_groups(self, cluster: Obj, pods: list[Obj]) -> int:
+    async def _reconcile_groups(self, cluster: Obj, pods: list[Obj], leaving: list[Obj]) -> int:
         spec = cluster["spec"]
         ns, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
         more = DONE
@@ -801,13 +814,19 @@ class RayClusterReconciler:
             key = f"{ns}/{name}/{group['groupName']}"
             if not self.expectations.satisfied(key):
                 continue
-            group_pods = [
-                p
-                for p in pods
-                if p["metadata"]["labels"].get(c.LABEL_GROUP) == group["groupName"]
-                and p["metadata"]["labels"].get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_WORKER
-            ]
-            created, left = await self._reconcile_group(cluster, group, group_pods, budget)
+
+            def of_group(p: Obj, group_name: str = group["groupName"]) -> bool:
+                labels = p["metadata"]["labels"]
+                return bool(
+                    labels.get(c.LABEL_GROUP) == group_name
+                    and labels.get(c.LABEL_NODE_TYPE) == c.NODE_TYPE_WORKER
+                )
+
+            group_pods = [p for p in pods if of_group(p)]
+            group_leaving = [p for p in leaving if of_group(p)]
+            created, left = await self._reconcile_group(
+                cluster, group, group_pods, budget, group_leaving
+            )
             budget -= created
             more = max(more, left)
         if more == MORE_NOW and budget == self.config.max_creates_per_pass:
@@ -861,8 +880,17 @@ class RayClusterReconciler:
         await self._create_pod(cluster, pod, key, head=True)
 
     async def _reconcile_group(
-        self, cluster: Obj, group: Obj, pods: list[Obj], budget: int
+        self,
+        cluster: Obj,
+        group: Obj,
+        pods: list[Obj],
+        budget: int,
+        leaving: list[Obj] | None = None,
     ) -> tuple[int, int]:
+        """One worker group: ``pods`` are its live pods, ``leaving`` those being deleted by
+        someone else, which count toward ``replicas`` until gone (upstream's pod list holds
+        them) but are never chosen for deletion. upstream: the worker part of reconcilePods."""
+        leaving = leaving or []
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
         key = f"{ns}/{name}/{group['groupName']}"
@@ -885,14 +913,15 @@ class RayClusterReconciler:
             await self._delete_pods(cluster, named, key, c.REASON_FAILED_DELETE_WORKER_POD)
         remaining = [p for p in pods if p["metadata"]["name"] not in to_delete]
         desired = resb.desired_worker_replicas(group) * max(1, int(group.get("numOfHosts") or 1))
-        diff = desired - len(remaining)
+        diff = desired - len(remaining) - len(leaving)
         if diff > 0:
             room = self._scheduler_room(group, remaining)
             count = min(diff, max(0, budget), room)
             if count == 0 and room == 0:
                 return 0, MORE_LATER
             used = {
-                p["metadata"]["labels"].get(c.LABEL_WORKER_GROUP_REPLICA_INDEX) for p in remaining
+                p["metadata"]["labels"].get(c.LABEL_WORKER_GROUP_REPLICA_INDEX)
+                for p in (*remaining, *leaving)
             }
             free = (i for i in range(desired * 2 + 1) if str(i) not in used)
             builds = [
@@ -905,10 +934,11 @@ class RayClusterReconciler:
             if count == diff:
                 return count, DONE
             return count, MORE_LATER if count == room else MORE_NOW
-        if diff < 0:
+        excess = len(remaining) - desired  # live pods only: a leaving one is going already
+        if diff < 0 and excess > 0:
             autoscaling = bool(cluster["spec"].get("enableInTreeAutoscaling"))
             if not autoscaling or self.config.random_pod_delete:
-                victims = remaining[:-diff]
+                victims = remaining[:excess]
                 await self._delete_pods(cluster, victims, key, c.REASON_FAILED_DELETE_WORKER_POD)
         return 0, DONE
 
