@@ -362,11 +362,14 @@ class RayServiceReconciler:
         self, svc: Obj, active_name: str, pending_name: str
     ) -> tuple[Obj | None, Obj | None]:
         """The active cluster (from the cache) and the pending one (created when only its name
-        exists yet), both updated in place when the goal only grew their worker groups."""
+        exists yet), each updated in place when the goal differs from it only in ways that
+        need no new cluster (``rsb.needs_in_place_update``)."""
         ns = svc["metadata"]["namespace"]
         active = self.clusters.get(ns, active_name) if active_name else None
         pending = await self._ensure_pending(svc, pending_name) if pending_name else None
-        if active is not None:
+        # upstream: shouldUpdateCluster leaves the active cluster alone during an upgrade (the
+        # goal is the pending one's), a suspend toggle included.
+        if active is not None and not rss.is_true(svc, c.COND_UPGRADE_IN_PROGRESS):
             active = await self._update_in_place(svc, active)
         if pending is not None:
             pending = await self._update_in_place(svc, pending)
