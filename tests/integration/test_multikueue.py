@@ -28,12 +28,14 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+import test_rayservice as rs
 from test_kueue import workload_of
 from test_rayjob import Operator, deployment
 from test_rayjob import rayjob as make_rayjob
 
 from kuberay.api.constants import MANAGED_BY_MULTIKUEUE, RAYCLUSTERS
 from kuberay.controllers.rayjob import RAYJOBS
+from kuberay.controllers.rayservice import RAYSERVICES
 from kuberay.devenv import binaries
 from kuberay.devenv.kueue import (
     CLUSTER_QUEUES,
@@ -55,7 +57,15 @@ from kuberay.devenv.testing import (
     wait_for,
 )
 from kuberay.ray.dashboard import SUCCEEDED
-from kuberay.runtime.client import JOBS, NAMESPACES, SECRETS, KubeClient, Resource, load_kubeconfig
+from kuberay.runtime.client import (
+    JOBS,
+    NAMESPACES,
+    SECRETS,
+    SERVICES,
+    KubeClient,
+    Resource,
+    load_kubeconfig,
+)
 from kuberay.runtime.errors import ApiError, Conflict
 
 _KUEUE = "kueue.x-k8s.io"
@@ -71,6 +81,8 @@ FLAVOR = "kuberay-default"
 LOCAL_QUEUE = "user-queue"
 FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice")
 TIMEOUT = 120.0
+# The field manager the apiserver records for test_rayservice's in-process operator.
+MANAGER_OPERATOR_AGENT = "kuberay-rayservice-test"
 
 
 def embedded_kubeconfig(plane: Plane) -> str:
@@ -384,3 +396,83 @@ async def test_rayjob_dispatched_to_worker_and_status_flows_back(
     assert manager_op.submitter_jobs == []
     assert manager_writes.seen == [], manager_writes.seen
     assert manager_op.registry.clients_made == 0
+
+
+@pytest.fixture
+async def service_operators(
+    plane: Plane,
+    worker_plane: Plane,
+    kube: KubeClient,
+    worker_kube: KubeClient,
+    namespace: str,
+    queues: None,
+) -> AsyncIterator[tuple[rs.Operator, rs.Operator]]:
+    """Our RayService operator on the manager and on the worker."""
+    manager, worker = rs.Operator(plane, namespace), rs.Operator(worker_plane, namespace)
+    await manager.start()
+    await worker.start()
+    yield manager, worker
+    await worker.stop()
+    await manager.stop()
+    await unfinalize(kube, namespace, (RAYSERVICES, RAYCLUSTERS))
+    await unfinalize(worker_kube, namespace, (RAYSERVICES, RAYCLUSTERS))
+
+
+async def test_rayservice_dispatched_to_worker_and_status_flows_back(
+    kube: KubeClient,
+    worker_kube: KubeClient,
+    namespace: str,
+    service_operators: tuple[rs.Operator, rs.Operator],
+) -> None:
+    manager_op, worker_op = service_operators
+    body = rs.rayservice("svc")
+    body["metadata"]["labels"] = {QUEUE_LABEL: LOCAL_QUEUE}
+    body["spec"]["managedBy"] = MANAGED_BY_MULTIKUEUE
+    created = await kube.create(RAYSERVICES, body, namespace)
+    # Kueue's RayService integration queues through the cluster config's suspend.
+    assert created["spec"]["rayClusterConfig"]["suspend"] is True
+    local_wl = await workload_of(kube, namespace, created)
+
+    remote = await wait_for(
+        worker_kube, RAYSERVICES, "svc", namespace, lambda o: True, timeout=TIMEOUT, what="remote"
+    )
+    assert "managedBy" not in remote["spec"], remote["spec"]
+    assert remote["metadata"]["labels"][PREBUILT_WORKLOAD_LABEL] == local_wl["metadata"]["name"]
+    # The worker's Kueue admits it (suspend cleared) and our operator there brings it up.
+    ready = await wait_for(
+        worker_kube,
+        RAYSERVICES,
+        "svc",
+        namespace,
+        lambda o: rs.is_ready(o) and bool(rs.active_name(o)),
+        timeout=TIMEOUT,
+        what="Ready on the worker",
+    )
+    active = rs.active_name(ready)
+    cluster = await worker_kube.get(RAYCLUSTERS, active, namespace)
+    assert not cluster["spec"].get("suspend")
+    assert worker_op.dashboard(active).serve_updates == 1
+    # One cluster on the worker: admission resumed the queued one rather than replacing it.
+    assert await rs.cluster_names(worker_kube, namespace) == {active}
+
+    copied = await wait_for(
+        kube,
+        RAYSERVICES,
+        "svc",
+        namespace,
+        lambda o: rs.is_ready(o) and rs.active_name(o) == active,
+        timeout=TIMEOUT,
+        what="Ready copied to the manager",
+    )
+    assert copied["status"]["serviceStatus"] == "Running"
+    await wait_condition(kube, WORKLOADS, local_wl["metadata"]["name"], namespace, "Admitted")
+    # Nothing of ours on the manager: no cluster, no Service, no finalizer, no field written.
+    assert (await kube.list(RAYCLUSTERS, namespace))["items"] == []
+    assert (await kube.list(SERVICES, namespace))["items"] == []
+    assert not copied["metadata"].get("finalizers")
+    writers = {f["manager"] for f in copied["metadata"].get("managedFields") or []}
+    assert MANAGER_OPERATOR_AGENT not in writers, writers
+    # (The same operator's name does show on the worker's object, which it writes.)
+    ready = await worker_kube.get(RAYSERVICES, "svc", namespace)
+    assert MANAGER_OPERATOR_AGENT in {f["manager"] for f in ready["metadata"]["managedFields"]}
+    assert manager_op.registry.dashboards == {}
