@@ -250,9 +250,10 @@ async def queue_in(kube: KubeClient, namespace: str, cq: dict[str, Any]) -> None
 @pytest.fixture
 async def queues(
     kube: KubeClient, worker_kube: KubeClient, namespace: str, multikueue: str
-) -> AsyncIterator[None]:
+) -> AsyncIterator[dict[str, str]]:
     """The test's namespace queued on both planes; the manager's queue dispatches through
-    MultiKueue to the worker."""
+    MultiKueue to the worker. Yields the names: ``mk`` (MultiKueueConfig and AdmissionCheck),
+    ``manager`` and ``worker`` (ClusterQueues)."""
     await create_namespace(worker_kube, namespace)
     names = {"mk": unique_name("mk"), "manager": unique_name("cq"), "worker": unique_name("cq")}
     config = {
@@ -275,7 +276,7 @@ async def queues(
     await wait_condition(kube, ADMISSION_CHECKS, names["mk"], None, "Active")
     await queue_in(worker_kube, namespace, cluster_queue(names["worker"]))
     await queue_in(kube, namespace, cluster_queue(names["manager"], names["mk"]))
-    yield
+    yield names
     with contextlib.suppress(ApiError):
         await kube.delete(CLUSTER_QUEUES, names["manager"])
     with contextlib.suppress(ApiError):
@@ -312,7 +313,7 @@ async def job_operators(
     worker_plane: Plane,
     worker_kube: KubeClient,
     namespace: str,
-    queues: None,
+    queues: dict[str, str],
 ) -> AsyncIterator[tuple[Operator, Operator, Writes]]:
     """Our RayJob operator on the manager (its writes recorded) and on the worker."""
     manager = Operator(plane, kube, namespace)
@@ -405,7 +406,7 @@ async def service_operators(
     kube: KubeClient,
     worker_kube: KubeClient,
     namespace: str,
-    queues: None,
+    queues: dict[str, str],
 ) -> AsyncIterator[tuple[rs.Operator, rs.Operator]]:
     """Our RayService operator on the manager and on the worker."""
     manager, worker = rs.Operator(plane, namespace), rs.Operator(worker_plane, namespace)
@@ -476,3 +477,66 @@ async def test_rayservice_dispatched_to_worker_and_status_flows_back(
     ready = await worker_kube.get(RAYSERVICES, "svc", namespace)
     assert MANAGER_OPERATOR_AGENT in {f["manager"] for f in ready["metadata"]["managedFields"]}
     assert manager_op.registry.dashboards == {}
+
+
+async def test_rayservice_evicted_and_readmitted_by_kueue_keeps_its_cluster(
+    worker_plane: Plane,
+    worker_kube: KubeClient,
+    namespace: str,
+    queues: dict[str, str],
+) -> None:
+    """Kueue evicts and readmits a RayService by toggling ``rayClusterConfig.suspend``; the
+    operator applies each toggle to the same cluster in place (upstream: shouldUpdateCluster).
+    On the worker plane alone: a drained ClusterQueue evicts deterministically, which the
+    MultiKueue run above cannot (there Kueue usually admits before the cluster exists)."""
+    op = rs.Operator(worker_plane, namespace)
+    await op.start()
+    try:
+        body = rs.rayservice("svc")
+        body["metadata"]["labels"] = {QUEUE_LABEL: LOCAL_QUEUE}
+        await worker_kube.create(RAYSERVICES, body, namespace)
+        ready = await wait_for(
+            worker_kube,
+            RAYSERVICES,
+            "svc",
+            namespace,
+            lambda o: rs.is_ready(o) and bool(rs.active_name(o)),
+            timeout=TIMEOUT,
+            what="Ready",
+        )
+        active = rs.active_name(ready)
+
+        drain = {"spec": {"stopPolicy": "HoldAndDrain"}}
+        await worker_kube.patch(CLUSTER_QUEUES, queues["worker"], drain)
+        suspended = await wait_condition(
+            worker_kube, RAYCLUSTERS, active, namespace, "RayClusterSuspended"
+        )
+        assert suspended["spec"]["suspend"] is True
+        svc = await worker_kube.get(RAYSERVICES, "svc", namespace)
+        assert svc["spec"]["rayClusterConfig"]["suspend"] is True
+
+        resume = {"spec": {"stopPolicy": "None"}}
+        await worker_kube.patch(CLUSTER_QUEUES, queues["worker"], resume)
+        await wait_for(
+            worker_kube,
+            RAYCLUSTERS,
+            active,
+            namespace,
+            lambda o: not o["spec"].get("suspend") and o["status"].get("state") == "ready",
+            timeout=TIMEOUT,
+            what="the same cluster resumed",
+        )
+        again = await wait_for(
+            worker_kube,
+            RAYSERVICES,
+            "svc",
+            namespace,
+            lambda o: rs.is_ready(o) and rs.active_name(o) == active,
+            timeout=TIMEOUT,
+            what="Ready again on the same cluster",
+        )
+        assert not again["spec"]["rayClusterConfig"].get("suspend")
+        assert await rs.cluster_names(worker_kube, namespace) == {active}
+    finally:
+        await op.stop()
+        await unfinalize(worker_kube, namespace, (RAYSERVICES, RAYCLUSTERS))
