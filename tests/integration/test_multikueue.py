@@ -12,7 +12,9 @@ What is checked is the contract upstream KubeRay and Kueue define for ``spec.man
 kueue.x-k8s.io/multikueue``: on the manager our operator leaves the object alone (no child, no
 write of its own, even after Kueue admits and unsuspends it there), Kueue copies it to the
 worker without ``managedBy``, our operator on the worker runs it, and Kueue copies the worker's
-status back onto the manager's object.
+status back onto the manager's object. Kueue's RayService integration admits and evicts through
+``rayClusterConfig.suspend``; the last test drives that toggle deterministically on the worker
+(a drained ClusterQueue) and checks that the one cluster follows it in place.
 
 Failure modes: the worker plane and the two Kueue processes cost about a minute to start on a
 busy machine (module fixtures, once); a MultiKueueCluster that never turns Active (kubeconfig
