@@ -308,6 +308,23 @@ async def unfinalize(kube: KubeClient, namespace: str, resources: tuple[Resource
                 await kube.patch(res, item["metadata"]["name"], patch, namespace)
 
 
+@contextlib.asynccontextmanager
+async def both_running(
+    manager: Any, worker: Any, clients: tuple[KubeClient, ...], namespace: str, kind: Resource
+) -> AsyncIterator[None]:
+    """The two in-process operators running; afterwards stopped, and our finalizers dropped
+    from what is left of ``kind`` and its clusters on both planes (the namespace goes next)."""
+    await manager.start()
+    await worker.start()
+    try:
+        yield
+    finally:
+        await worker.stop()
+        await manager.stop()
+        for client in clients:
+            await unfinalize(client, namespace, (kind, RAYCLUSTERS))
+
+
 @pytest.fixture
 async def job_operators(
     plane: Plane,
@@ -322,13 +339,8 @@ async def job_operators(
     writes = Writes()
     manager.hooks.append(writes)
     worker = Operator(worker_plane, worker_kube, namespace)
-    await manager.start()
-    await worker.start()
-    yield manager, worker, writes
-    await worker.stop()
-    await manager.stop()
-    await unfinalize(kube, namespace, (RAYJOBS, RAYCLUSTERS))
-    await unfinalize(worker_kube, namespace, (RAYJOBS, RAYCLUSTERS))
+    async with both_running(manager, worker, (kube, worker_kube), namespace, RAYJOBS):
+        yield manager, worker, writes
 
 
 async def test_rayjob_dispatched_to_worker_and_status_flows_back(
@@ -412,13 +424,22 @@ async def service_operators(
 ) -> AsyncIterator[tuple[rs.Operator, rs.Operator]]:
     """Our RayService operator on the manager and on the worker."""
     manager, worker = rs.Operator(plane, namespace), rs.Operator(worker_plane, namespace)
-    await manager.start()
-    await worker.start()
-    yield manager, worker
-    await worker.stop()
-    await manager.stop()
-    await unfinalize(kube, namespace, (RAYSERVICES, RAYCLUSTERS))
-    await unfinalize(worker_kube, namespace, (RAYSERVICES, RAYCLUSTERS))
+    async with both_running(manager, worker, (kube, worker_kube), namespace, RAYSERVICES):
+        yield manager, worker
+
+
+async def ready_cluster(kube: KubeClient, namespace: str, name: str) -> str:
+    """Waits until the RayService is Ready; its active cluster's name."""
+    ready = await wait_for(
+        kube,
+        RAYSERVICES,
+        name,
+        namespace,
+        lambda o: rs.is_ready(o) and bool(rs.active_name(o)),
+        timeout=TIMEOUT,
+        what="Ready with an active cluster",
+    )
+    return str(rs.active_name(ready))
 
 
 async def test_rayservice_dispatched_to_worker_and_status_flows_back(
@@ -442,16 +463,7 @@ async def test_rayservice_dispatched_to_worker_and_status_flows_back(
     assert "managedBy" not in remote["spec"], remote["spec"]
     assert remote["metadata"]["labels"][PREBUILT_WORKLOAD_LABEL] == local_wl["metadata"]["name"]
     # The worker's Kueue admits it (suspend cleared) and our operator there brings it up.
-    ready = await wait_for(
-        worker_kube,
-        RAYSERVICES,
-        "svc",
-        namespace,
-        lambda o: rs.is_ready(o) and bool(rs.active_name(o)),
-        timeout=TIMEOUT,
-        what="Ready on the worker",
-    )
-    active = rs.active_name(ready)
+    active = await ready_cluster(worker_kube, namespace, "svc")
     cluster = await worker_kube.get(RAYCLUSTERS, active, namespace)
     assert not cluster["spec"].get("suspend")
     assert worker_op.dashboard(active).serve_updates == 1
@@ -497,16 +509,7 @@ async def test_rayservice_evicted_and_readmitted_by_kueue_keeps_its_cluster(
         body = rs.rayservice("svc")
         body["metadata"]["labels"] = {QUEUE_LABEL: LOCAL_QUEUE}
         await worker_kube.create(RAYSERVICES, body, namespace)
-        ready = await wait_for(
-            worker_kube,
-            RAYSERVICES,
-            "svc",
-            namespace,
-            lambda o: rs.is_ready(o) and bool(rs.active_name(o)),
-            timeout=TIMEOUT,
-            what="Ready",
-        )
-        active = rs.active_name(ready)
+        active = await ready_cluster(worker_kube, namespace, "svc")
 
         drain = {"spec": {"stopPolicy": "HoldAndDrain"}}
         await worker_kube.patch(CLUSTER_QUEUES, queues["worker"], drain)
