@@ -7,6 +7,9 @@ Invariants and failure modes:
 - The goal hash ignores replica counts, ``workersToDelete`` and ``suspend`` (see
   ``builders.hashing``), so scaling never looks like a new cluster. Appending worker groups is
   recognised through the *partial* hash (the goal's first N groups hash like the cluster's).
+- ``rayClusterConfig.suspend`` is what Kueue's RayService integration toggles (admission,
+  preemption): a toggle is applied to the existing cluster in place and never prepares a new
+  one, as upstream does.
 - The Services are named after the RayService (never after a cluster), so promoting a new
   cluster only changes their ``ray.io/cluster`` selector.
 - ``build_serve_service`` raises ``BuildError`` when neither the head container nor a custom
@@ -159,7 +162,8 @@ def build_cluster(svc: JsonDict, cluster_name: str) -> JsonDict:
 
 def updated_cluster(svc: JsonDict, existing: JsonDict) -> JsonDict:
     """``existing`` rebuilt from the goal spec (in-place update: replicas, appended groups,
-    operator version). ``spec.suspend`` and the resourceVersion of ``existing`` are kept.
+    operator version, a ``suspend`` toggle); the resourceVersion of ``existing`` is kept, and
+    ``spec.suspend`` follows the goal as upstream replaces the whole spec.
     upstream: modifyRayCluster."""
     want = build_cluster(svc, str(as_dict(existing.get("metadata")).get("name") or ""))
     old_meta = as_dict(existing.get("metadata"))
@@ -169,19 +173,25 @@ def updated_cluster(svc: JsonDict, existing: JsonDict) -> JsonDict:
     # Annotations the controller keeps on its clusters (applied serve config, deletion time).
     for key, value in as_dict(old_meta.get("annotations")).items():
         want["metadata"]["annotations"].setdefault(str(key), str(value))
-    suspend = as_dict(existing.get("spec")).get("suspend")
-    want["spec"].pop("suspend", None)
-    if suspend is not None:
-        want["spec"]["suspend"] = suspend
     if "status" in existing:
         want["status"] = existing["status"]
     return want
 
 
+def suspend_toggled(svc: JsonDict, cluster: JsonDict) -> bool:
+    """The goal's ``suspend`` (absent = false) differs from the cluster's."""
+    goal = as_dict(spec_of(svc).get("rayClusterConfig")).get("suspend")
+    return bool(goal) != bool(as_dict(cluster.get("spec")).get("suspend"))
+
+
 def needs_in_place_update(svc: JsonDict, cluster: JsonDict) -> bool:
-    """Operator version changed, worker groups appended, or only replicas differ."""
+    """Operator version changed, ``suspend`` toggled, worker groups appended, or only replicas
+    differ. upstream: shouldUpdateCluster (its active-cluster-while-upgrading case is the
+    caller's)."""
     annotations = as_dict(as_dict(cluster.get("metadata")).get("annotations"))
     if annotations.get(c.ANNOTATION_KUBERAY_VERSION) != c.KUBERAY_VERSION:
+        return True
+    if suspend_toggled(svc, cluster):
         return True
     if only_groups_appended(svc, cluster):
         return True

@@ -279,7 +279,7 @@ class RayServiceReconciler:
             return result
         status = svc["status"]
         active_name = (status.get(rss.ACTIVE) or {}).get("rayClusterName") or ""
-        active, pending = await self._clusters(svc, active_name, pending_name_of(svc))
+        active, pending, settled = await self._clusters(svc, active_name, pending_name_of(svc))
 
         incremental = rsi.is_incremental(svc, self.config.gates)
         rolling_back = False
@@ -311,7 +311,10 @@ class RayServiceReconciler:
             active, pending, detail = await self._switch_traffic(
                 svc, active, pending, active_serve, pending_serve, incremental=incremental
             )
-        self._prepare_new_cluster(svc, active, pending, incremental=incremental)
+        if settled:
+            # upstream: reconcileRayCluster returns right after an in-place update, so a
+            # cluster whose update did not land (a stale cache) is never judged outdated.
+            self._prepare_new_cluster(svc, active, pending, incremental=incremental)
         status["numServeEndpoints"] = self._num_serve_endpoints(svc, incremental=incremental)
         waiting = rss.upgrade_detail(svc, pending, pending_serve.apps, detail)
         self._set_status_conditions(
@@ -360,17 +363,24 @@ class RayServiceReconciler:
 
     async def _clusters(
         self, svc: Obj, active_name: str, pending_name: str
-    ) -> tuple[Obj | None, Obj | None]:
+    ) -> tuple[Obj | None, Obj | None, bool]:
         """The active cluster (from the cache) and the pending one (created when only its name
-        exists yet), both updated in place when the goal only grew their worker groups."""
+        exists yet), each updated in place when the goal differs from it only in ways that
+        need no new cluster (``rsb.needs_in_place_update``); and False when such an update did
+        not land (conflict), so that the pass does not take the old spec for an outdated one."""
         ns = svc["metadata"]["namespace"]
         active = self.clusters.get(ns, active_name) if active_name else None
         pending = await self._ensure_pending(svc, pending_name) if pending_name else None
-        if active is not None:
-            active = await self._update_in_place(svc, active)
+        # upstream: shouldUpdateCluster leaves the active cluster alone during an upgrade (the
+        # goal is the pending one's), a suspend toggle included.
+        settled = True
+        if active is not None and not rss.is_true(svc, c.COND_UPGRADE_IN_PROGRESS):
+            active, landed = await self._update_in_place(svc, active)
+            settled = settled and landed
         if pending is not None:
-            pending = await self._update_in_place(svc, pending)
-        return active, pending
+            pending, landed = await self._update_in_place(svc, pending)
+            settled = settled and landed
+        return active, pending, settled
 
     def _prepare_new_cluster(
         self, svc: Obj, active: Obj | None, pending: Obj | None, *, incremental: bool
@@ -652,9 +662,11 @@ class RayServiceReconciler:
         except AlreadyExists:
             return await self.client.get(RAYCLUSTERS, name, ns)
 
-    async def _update_in_place(self, svc: Obj, cluster: Obj) -> Obj:
+    async def _update_in_place(self, svc: Obj, cluster: Obj) -> tuple[Obj, bool]:
+        """The cluster after an in-place update if one is needed, and whether it is current
+        (False: the update met a conflict or a deleted cluster; the next pass retries)."""
         if not rsb.needs_in_place_update(svc, cluster):
-            return cluster
+            return cluster, True
         want = rsb.updated_cluster(svc, cluster)
         ns, cname = svc["metadata"]["namespace"], cluster["metadata"]["name"]
         events = child_events(
@@ -665,11 +677,12 @@ class RayServiceReconciler:
         )
         updating = self.client.update(RAYCLUSTERS, want)
         try:
-            return await write_child(
+            updated = await write_child(
                 self.recorder, svc, events, updating, benign=(Conflict, NotFound)
             )
         except (Conflict, NotFound):
-            return cluster
+            return cluster, False
+        return updated, True
 
     # ------------------------------------------------------------------ incremental upgrade
     async def _incremental_upgrade(

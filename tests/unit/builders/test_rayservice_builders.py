@@ -158,17 +158,34 @@ def test_operator_version_change_updates_in_place() -> None:
     assert rsb.needs_in_place_update(svc, cluster)
 
 
-def test_updated_cluster_keeps_suspend_version_and_our_annotations() -> None:
+def test_updated_cluster_keeps_version_and_our_annotations() -> None:
     svc = rayservice(rayClusterConfig=cluster_spec(workers=3))
     existing = rsb.build_cluster(rayservice(), "svc-abcde")
     existing["metadata"]["resourceVersion"] = "42"
     existing["metadata"]["annotations"]["ray.io/serve-config-hash"] = "H"
-    existing["spec"]["suspend"] = True
     out = rsb.updated_cluster(svc, existing)
     assert out["metadata"]["resourceVersion"] == "42"
     assert out["metadata"]["annotations"]["ray.io/serve-config-hash"] == "H"
-    assert out["spec"]["suspend"] is True
     assert out["spec"]["workerGroupSpecs"][0]["replicas"] == 3
+
+
+def test_suspend_toggle_is_an_in_place_update_to_the_goals_value() -> None:
+    """Kueue admits (or preempts) a RayService by flipping ``rayClusterConfig.suspend``: the
+    existing cluster follows in place, never a new cluster (upstream: shouldUpdateCluster)."""
+    queued = rayservice()
+    queued["spec"]["rayClusterConfig"]["suspend"] = True
+    cluster = rsb.build_cluster(queued, "svc-abcde")
+    assert cluster["spec"]["suspend"] is True
+    assert not rsb.needs_in_place_update(queued, cluster)
+    admitted = copy.deepcopy(queued)
+    admitted["spec"]["rayClusterConfig"]["suspend"] = False
+    assert rsb.matches_goal(admitted, cluster)
+    assert rsb.needs_in_place_update(admitted, cluster)
+    resumed = rsb.updated_cluster(admitted, cluster)
+    assert resumed["spec"]["suspend"] is False
+    assert not rsb.needs_in_place_update(admitted, resumed)
+    assert rsb.needs_in_place_update(queued, resumed)
+    assert rsb.updated_cluster(queued, resumed)["spec"]["suspend"] is True
 
 
 def test_serve_config_yaml_to_json() -> None:
