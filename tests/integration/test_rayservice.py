@@ -552,7 +552,12 @@ async def test_initializing_timeout_is_terminal(
     kube: KubeClient, namespace: str, operator: Operator
 ) -> None:
     body = rayservice("slow")
-    body["metadata"]["annotations"] = {"ray.io/initializing-timeout": "1s"}
+    # The head pod can never be scheduled, so the service cannot become ready; the timeout is
+    # long enough for the pass after the one that names the cluster to create it even on a
+    # loaded machine (the condition's time is whole seconds: "1s" could end after 0.1 s).
+    head = body["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+    head["nodeSelector"] = {"kuberay.io/test": "no-such-node"}
+    body["metadata"]["annotations"] = {"ray.io/initializing-timeout": "5s"}
     await kube.create(RAYSERVICES, body, namespace)
     obj = await wait_service(
         kube,
