@@ -21,7 +21,13 @@ import pytest
 from kuberay.devenv.nodeagent import supported
 from kuberay.devenv.nodeagent.network import leftovers
 from kuberay.devenv.plane import Plane, PlaneConfig
-from kuberay.devenv.testing import has_condition, skip_unless_strict, wait_for, wait_gone
+from kuberay.devenv.testing import (
+    has_condition,
+    skip_unless_strict,
+    wait_for,
+    wait_gone,
+    wait_until,
+)
 from kuberay.runtime.client import CONFIGMAPS, JOBS, PODS, SECRETS, SERVICES, KubeClient
 
 
@@ -472,6 +478,69 @@ async def test_delete_sends_sigterm_and_honours_the_grace_period(
     await process_kube.delete(PODS, "stubborn", ns)
     await wait_gone(process_kube, PODS, "stubborn", ns, timeout=20)
     assert 1.5 <= time.monotonic() - started < 15
+
+
+async def test_a_peer_sees_its_connection_end_when_the_pod_is_killed(
+    process_kube: KubeClient, process_plane: Plane, process_namespace: str
+) -> None:
+    """A pod killed after its grace period closes its connections while it still has its
+    network, as on a kubelet: a client following a stream from it (``ray job logs --follow``
+    towards a deleted head) gets the end of the connection instead of waiting forever. The
+    server ignores SIGTERM and holds half a GiB, so its processes take a while to die after
+    SIGKILL; removing the pod's network before they are gone would swallow the FIN."""
+    ns = process_namespace
+    server = (
+        "import signal, socket\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "ballast = bytearray(b'x') * (512 << 20)\n"
+        "s = socket.socket()\n"
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind(('0.0.0.0', 9000)); s.listen(8)\n"
+        "held = []\n"
+        "while True:\n    held.append(s.accept()[0])\n"
+    )
+    body = pod_manifest(
+        "holder",
+        [
+            {
+                "name": "main",
+                "command": [PY, "-c", server],
+                "readinessProbe": {"tcpSocket": {"port": 9000}, "periodSeconds": 1},
+            }
+        ],
+    )
+    body["spec"]["terminationGracePeriodSeconds"] = 1
+    await process_kube.create(PODS, body, ns)
+    pod = await wait_for(process_kube, PODS, "holder", ns, is_ready, timeout=60, what="Ready")
+    client = (
+        "import os, socket, sys\n"
+        "c = socket.create_connection((os.environ['SERVER'], 9000), timeout=10)\n"
+        "c.settimeout(None)\n"
+        "print('connected', flush=True)\n"
+        "try:\n    print('ended', c.recv(16), flush=True)\n"
+        "except OSError as exc:\n    print('ended', exc, flush=True)\n"
+        "sys.exit(3)\n"
+    )
+    container = {
+        "name": "main",
+        "command": [PY, "-c", client],
+        "env": [{"name": "SERVER", "value": pod["status"]["podIP"]}],
+    }
+    await process_kube.create(
+        PODS, pod_manifest("follower", [container], restartPolicy="Never"), ns
+    )
+
+    async def connected() -> bool:
+        return "connected" in process_plane.container_log(ns, "follower", "main")
+
+    await wait_until(connected, what="follower connected", timeout=60)
+    await process_kube.delete(PODS, "holder", ns)
+    await wait_gone(process_kube, PODS, "holder", ns, timeout=30)
+    done = await wait_for(
+        process_kube, PODS, "follower", ns, phase_is("Failed"), timeout=30, what="the end seen"
+    )
+    assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+    assert "ended" in process_plane.container_log(ns, "follower", "main")
 
 
 async def test_apiserver_service_proxy_reaches_a_pod(

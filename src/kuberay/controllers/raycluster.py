@@ -726,16 +726,17 @@ class RayClusterReconciler:
         spec = cluster["spec"]
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
-        pods = [
-            p
-            for p in self.cluster_pods(ns, name)
-            if not _terminating(p) and st.node_type(p) in (c.NODE_TYPE_HEAD, c.NODE_TYPE_WORKER)
-        ]
+        every = self.cluster_pods(ns, name)
+        ray_pods = [p for p in every if st.node_type(p) in (c.NODE_TYPE_HEAD, c.NODE_TYPE_WORKER)]
+        pods = [p for p in ray_pods if not _terminating(p)]
+        # Pods someone else deleted still count until they are gone, as upstream lists them:
+        # no replacement overlaps the pod it replaces (and takes its replica index after it).
+        leaving = [p for p in ray_pods if _terminating(p)]
         suspending = st.suspending(cluster)
         if suspending or spec.get("suspend"):
             # upstream's collection delete is announced even when there is no pod at all (a
             # cluster created suspended); pods still terminating were announced already.
-            if suspending and (pods or not self.cluster_pods(ns, name)):
+            if suspending and (pods or not every):
                 await self._delete_pods(
                     cluster, pods, "", c.REASON_FAILED_DELETE_ALL_PODS, why="due to suspension"
                 )
@@ -773,13 +774,6 @@ class RayClusterReconciler:
 
         if self.config.scheduler is not None:
             await self.config.scheduler.on_submission(self.client, cluster)
-        # Pods someone else deleted still count until they are gone, as upstream lists them:
-        # no replacement overlaps the pod it replaces (and takes its replica index after it).
-        leaving = [
-            p
-            for p in self.cluster_pods(ns, name)
-            if _terminating(p) and st.node_type(p) in (c.NODE_TYPE_HEAD, c.NODE_TYPE_WORKER)
-        ]
         leaving_heads = [p for p in leaving if st.node_type(p) == c.NODE_TYPE_HEAD]
         if heads or not leaving_heads:
             await self._reconcile_head(cluster, heads)

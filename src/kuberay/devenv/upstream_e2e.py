@@ -216,7 +216,9 @@ def run_suite(
     on its parent, which would otherwise take every later test of the suite down with it.
     ``out_dir/<suite>.json`` keeps the raw events of all of them.
     """
-    wanted = re.compile(run) if run else None
+    # "Top/sub": Top selects the top-level tests, sub is handed to -test.run for their subtests.
+    top, _, sub = (run or "").partition("/")
+    wanted = re.compile(top) if top else None
     names = [n for n in list_tests(binary) if wanted is None or wanted.search(n)]
     result = SuiteResult(suite, exit_code=0)
     raw = out_dir / f"{suite}.json"
@@ -231,7 +233,11 @@ def run_suite(
         for directory in IMAGE_DIRS:
             Path(directory).mkdir(parents=True, exist_ok=True)
         argv = [go, "tool", "test2json", "-t", "-p", suite, str(binary), "-test.v=test2json"]
-        argv += [f"-test.timeout={timeout}", "-test.count=1", f"-test.run=^{re.escape(name)}$"]
+        argv += [
+            f"-test.timeout={timeout}",
+            "-test.count=1",
+            f"-test.run=^{re.escape(name)}$" + (f"/{sub}" if sub else ""),
+        ]
         subs = _not_runnable_subtests(suite, name)
         if subs:
             pattern = "|".join(re.escape(sub) for sub in subs)
@@ -606,7 +612,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="upstream-e2e", description="Run upstream KubeRay e2e suites against this operator."
     )
     parser.add_argument("suites", nargs="*", help=f"default: all of {', '.join(SUITES)}")
-    parser.add_argument("--run", help="regular expression passed to -test.run")
+    parser.add_argument(
+        "--run",
+        help="regular expression for the top-level tests; after a slash, one for their subtests",
+    )
     parser.add_argument("--out", type=Path, help="output directory (default: a new temp dir)")
     parser.add_argument("--build-only", action="store_true", help="build the test binaries")
     parser.add_argument(

@@ -11,8 +11,9 @@ Invariants and failure modes:
   state, coalesced and skipped when unchanged; a write that fails is retried, a 404 ends the
   worker.
 - A deletionTimestamp stops everything else: preStop hooks, SIGTERM to every container, SIGKILL
-  when the grace period (``deletionGracePeriodSeconds``) is over, sandbox teardown, then DELETE
-  with grace 0 and a uid precondition (never the pod's same-named successor).
+  when the grace period (``deletionGracePeriodSeconds``) is over (then a wait until every process
+  of the container is gone, so its connections end while it has a network), sandbox teardown,
+  then DELETE with grace 0 and a uid precondition (never the pod's same-named successor).
 - A configuration problem (missing Secret/ConfigMap, no command for an image, unsupported
   volume) leaves the container Waiting with CreateContainerConfigError and is retried every few
   seconds, as kubelet does; an executable that does not exist ends the container with exit code
@@ -54,6 +55,9 @@ LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 SERVICEACCOUNTS_TOKEN = "/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"
 # How often Secret and ConfigMap volumes are re-read (kubelet: its sync period, about 1 min).
 VOLUME_SYNC_SECONDS = 5.0
+# How long a SIGKILLed container's processes get to finish dying (freeing memory, closing
+# sockets) before its launcher is killed regardless.
+KILL_WAIT_SECONDS = 10.0
 
 
 def kept_paths(image_env: str, agent_env: str, agent_sys_path: Iterable[str]) -> list[str]:
@@ -922,6 +926,7 @@ class PodWorker:
         if proc is None or proc.returncode is not None:
             return
         c.kill_reason = reason
+        init_pid = c.init_pid
         deadline = time.monotonic() + grace
         pre_stop = (c.spec.get("lifecycle") or {}).get("preStop")
         if pre_stop and c.init_pid and grace > 0:
@@ -933,11 +938,19 @@ class PodWorker:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                 await proc.wait()
         except TimeoutError:
+            # The container's init first, then wait for the launcher: init's exit waits for
+            # every process of its PID namespace, so the launcher (its parent) ends only once
+            # they are all gone and their sockets closed while the pod still has its network.
+            # Killing the launcher first let the teardown remove the network under processes
+            # still dying, and their peers never saw the connections end.
+            if init_pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(init_pid, signal.SIGKILL)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(KILL_WAIT_SECONDS):
+                        await proc.wait()
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-            if c.init_pid:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(c.init_pid, signal.SIGKILL)
             await proc.wait()
         rc = proc.returncode
         if rc is not None:
