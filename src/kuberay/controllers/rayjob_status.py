@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from kuberay.api import constants as c
+from kuberay.api.k8svalidation import format_go_duration
 from kuberay.builders import rayjob as rjb
 from kuberay.controllers.common import parse_time, rfc3339
 from kuberay.ray.dashboard import JobInfo
@@ -112,9 +114,18 @@ def active_deadline_exceeded(job: Obj, now: float) -> bool:
     status["reason"] = c.JOB_REASON_DEADLINE_EXCEEDED
     status["message"] = (
         f"The RayJob has passed the activeDeadlineSeconds. StartTime: "
-        f"{status.get('startTime')}. ActiveDeadlineSeconds: {int(deadline)}"
+        f"{go_time(status.get('startTime'))}. ActiveDeadlineSeconds: {int(deadline)}"
     )
     return True
+
+
+def go_time(stamp: str | None) -> str:
+    """An RFC 3339 status time as Go prints a ``*metav1.Time`` with ``%v`` (upstream's deadline
+    messages do): ``2026-12-02 12:44:12 +0000 UTC``; ``<nil>`` when there is none."""
+    when = parse_time(stamp)
+    if when is None:
+        return "<nil>"
+    return datetime.fromtimestamp(when, tz=UTC).strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
 
 
 def pre_running_deadline_exceeded(job: Obj, now: float) -> bool:
@@ -129,7 +140,7 @@ def pre_running_deadline_exceeded(job: Obj, now: float) -> bool:
     status["reason"] = c.JOB_REASON_PRE_RUNNING_DEADLINE_EXCEEDED
     status["message"] = (
         f"The RayJob has passed the preRunningDeadlineSeconds. StartTime: "
-        f"{status.get('startTime')}. PreRunningDeadlineSeconds: {int(deadline)}"
+        f"{go_time(status.get('startTime'))}. PreRunningDeadlineSeconds: {int(deadline)}"
     )
     return True
 
@@ -149,8 +160,8 @@ def transition_grace_exceeded(job: Obj, now: float, grace: float) -> bool:
     status["jobDeploymentStatus"] = c.DEPLOYMENT_FAILED if failed else c.DEPLOYMENT_COMPLETE
     status["reason"] = c.JOB_REASON_TRANSITION_GRACE_PERIOD_EXCEEDED
     status["message"] = (
-        f"The Ray job has been in the terminal state {status.get('jobStatus')} for more than "
-        f"{int(grace)} seconds, but the JobDeploymentStatus was still Running"
+        "JobDeploymentStatus does not transition to Complete or Failed within the grace "
+        "period after JobStatus reaches a terminal state."
     )
     return True
 
@@ -192,9 +203,12 @@ def submitter_finished_timeout(
     status["jobStatus"] = c.JOB_STATUS_FAILED
     status["jobDeploymentStatus"] = c.DEPLOYMENT_FAILED
     status["reason"] = c.JOB_REASON_TRANSITION_GRACE_PERIOD_EXCEEDED
+    # The message is upstream's word for word (tests match on it), with Go's time.DateTime
+    # layout in UTC and Go's duration format.
+    when = datetime.fromtimestamp(finished_at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     status["message"] = (
-        f"The RayJob submitter finished at {rfc3339(finished_at)} but the Ray job did not "
-        f"reach a terminal state within {int(grace)} seconds"
+        f"The RayJob submitter finished at {when} but the ray job did not reach terminal "
+        f"state within {format_go_duration(grace)}"
     )
     return True
 

@@ -164,7 +164,7 @@ def test_deadlines_count_from_start_time(
         assert obj["status"]["reason"] == reason
         assert obj["status"]["message"] == (
             f"The RayJob has passed the {label}DeadlineSeconds. StartTime: "
-            f"{obj['status'].get('startTime')}. {label[0].upper()}{label[1:]}"
+            f"{st.go_time(obj['status'].get('startTime'))}. {label[0].upper()}{label[1:]}"
             f"DeadlineSeconds: {deadline}"
         )
     else:
@@ -193,9 +193,14 @@ def test_transition_grace_period_forces_the_deployment_status(
     if want:
         assert obj["status"]["reason"] == "JobDeploymentStatusTransitionGracePeriodExceeded"
         assert obj["status"]["message"] == (
-            f"The Ray job has been in the terminal state {ray_status} for more than 300 "
-            "seconds, but the JobDeploymentStatus was still Running"
+            "JobDeploymentStatus does not transition to Complete or Failed within the grace "
+            "period after JobStatus reaches a terminal state."
         )
+
+
+def test_go_time_prints_a_status_time_as_go_prints_a_metav1_time() -> None:
+    assert st.go_time("2026-12-02T12:44:12Z") == "2026-12-02 12:44:12 +0000 UTC"
+    assert st.go_time(None) == "<nil>"
 
 
 @pytest.mark.parametrize(
@@ -219,8 +224,8 @@ def test_submitter_finished_without_terminal_job_fails_after_30s(
         assert obj["status"]["jobDeploymentStatus"] == "Failed"
         assert obj["status"]["reason"] == "JobDeploymentStatusTransitionGracePeriodExceeded"
         assert obj["status"]["message"] == (
-            f"The RayJob submitter finished at {S0} but the Ray job did not reach a terminal "
-            "state within 30 seconds"
+            f"The RayJob submitter finished at {S0.replace('T', ' ').rstrip('Z')} but the ray "
+            "job did not reach terminal state within 30s"
         )
     else:
         assert (obj["status"]["jobStatus"], obj["status"]["jobDeploymentStatus"]) == (
