@@ -20,6 +20,7 @@ import pytest
 
 from kuberay.devenv.nodeagent import supported
 from kuberay.devenv.nodeagent.network import leftovers
+from kuberay.devenv.nodeagent.storage import PVS
 from kuberay.devenv.plane import Plane, PlaneConfig
 from kuberay.devenv.testing import (
     has_condition,
@@ -28,7 +29,15 @@ from kuberay.devenv.testing import (
     wait_gone,
     wait_until,
 )
-from kuberay.runtime.client import CONFIGMAPS, JOBS, PODS, SECRETS, SERVICES, KubeClient
+from kuberay.runtime.client import (
+    CONFIGMAPS,
+    JOBS,
+    PODS,
+    PVCS,
+    SECRETS,
+    SERVICES,
+    KubeClient,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -541,6 +550,43 @@ async def test_a_peer_sees_its_connection_end_when_the_pod_is_killed(
     )
     assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
     assert "ended" in process_plane.container_log(ns, "follower", "main")
+
+
+async def test_a_plain_claim_is_bound_keeps_its_data_and_goes_with_its_claim(
+    process_kube: KubeClient, process_plane: Plane, process_namespace: str
+) -> None:
+    """A PersistentVolumeClaim without a class is bound at once (the plane's default
+    StorageClass ``standard`` has a provisioner, as on KinD), so a pod mounting it is
+    scheduled; what one pod writes the next one reads; deleting the claim deletes its volume."""
+    ns = process_namespace
+    claim = {
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    await process_kube.create(PVCS, claim, ns)
+    bound = await wait_for(
+        process_kube, PVCS, "data", ns, lambda c: c.get("status", {}).get("phase") == "Bound"
+    )
+    assert bound["spec"]["storageClassName"] == "standard"
+    volume_name = bound["spec"]["volumeName"]
+    volume = await process_kube.get(PVS, volume_name)
+    assert volume["spec"]["claimRef"]["uid"] == bound["metadata"]["uid"]
+    mount = {"volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    write = "open('/data/kept', 'w').write('hello')"
+    await run_to_completion(
+        process_kube, process_plane, ns, "writer", write, container=mount, volumes=volumes
+    )
+    read = "print(open('/data/kept').read())"
+    out = await run_to_completion(
+        process_kube, process_plane, ns, "reader", read, container=mount, volumes=volumes
+    )
+    assert out.strip().splitlines()[-1] == "hello"
+    for pod in ("writer", "reader"):
+        await process_kube.delete(PODS, pod, ns)
+        await wait_gone(process_kube, PODS, pod, ns, timeout=30)
+    await process_kube.delete(PVCS, "data", ns)
+    await wait_gone(process_kube, PVS, volume_name, None, timeout=60)
 
 
 async def test_apiserver_service_proxy_reaches_a_pod(

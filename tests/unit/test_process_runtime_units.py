@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kuberay.devenv.nodeagent import container_log
+from kuberay.devenv.nodeagent import container_log, storage
 from kuberay.devenv.nodeagent.dns import (
     RCODE_FORMERR,
     RCODE_NXDOMAIN,
@@ -358,3 +358,49 @@ def test_a_mount_on_tmp_or_above_a_kept_path_covers_it() -> None:
     assert covers("/tmp/ci/.venv", "/tmp/ci/.venv")
     assert not covers("/tmp/c", "/tmp/ci/.venv")
     assert not covers("/var/run/secrets", "/tmp/ci/.venv")
+
+
+# ---------------------------------------------------------------------- storage provisioning
+def _claim(**spec: object) -> dict[str, object]:
+    return {
+        "metadata": {"name": "data", "namespace": "ns", "uid": "u-1"},
+        "spec": {"storageClassName": "standard", **spec},
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_only_pending_claims_of_our_class_without_a_volume_want_one() -> None:
+    assert storage.wants_volume(_claim())
+    assert not storage.wants_volume(_claim(storageClassName="fast"))
+    assert not storage.wants_volume(_claim(volumeName="pvc-u-1"))
+    bound = _claim()
+    bound["status"] = {"phase": "Bound"}
+    assert not storage.wants_volume(bound)
+
+
+def test_a_claims_volume_is_named_by_its_uid_and_pre_bound_to_it(tmp_path: Path) -> None:
+    claim = _claim(accessModes=["ReadWriteMany"], resources={"requests": {"storage": "8Gi"}})
+    pv = storage.volume_for(claim, tmp_path)
+    assert pv["metadata"]["name"] == "pvc-u-1"
+    assert pv["spec"]["claimRef"] == {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "namespace": "ns",
+        "name": "data",
+        "uid": "u-1",
+    }
+    assert pv["spec"]["capacity"] == {"storage": "8Gi"}
+    assert pv["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert pv["spec"]["hostPath"]["path"] == str(tmp_path / "claims" / "ns" / "data")
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Delete"
+
+
+def test_only_our_released_volumes_are_reclaimed(tmp_path: Path) -> None:
+    pv = storage.volume_for(_claim(), tmp_path)
+    pv["status"] = {"phase": "Released"}
+    assert storage.ours_released(pv)
+    pv["status"] = {"phase": "Bound"}
+    assert not storage.ours_released(pv)
+    pv["status"] = {"phase": "Released"}
+    pv["metadata"]["annotations"] = {}
+    assert not storage.ours_released(pv)

@@ -91,6 +91,11 @@ CONTROLLERS = (
     "resourcequota-controller",
     "pod-garbage-collector-controller",
     "clusterrole-aggregation-controller",
+    # Claims are bound to volumes (process planes provision them, see nodeagent/storage.py), and
+    # a deleted claim or volume goes once nothing uses it, as on any cluster.
+    "persistentvolume-binder-controller",
+    "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller",
     # Removes the not-ready taint that admission puts on new nodes once KWOK reports them Ready.
     "node-lifecycle-controller",
 )

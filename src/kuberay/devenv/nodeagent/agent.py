@@ -15,6 +15,8 @@ Invariants and failure modes:
   PID namespaces; the namespaces and veths vanish with them.
 - API errors during registration are retried for up to a minute, then the agent exits non-zero
   (the plane reports its log).
+- PersistentVolumeClaims of the default StorageClass ``standard`` are bound to host directories
+  (``storage.py``), as KinD's local-path provisioner does.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from kuberay.devenv.nodeagent.kubelet import DEFAULT_PORT, KubeletServer, Kubele
 from kuberay.devenv.nodeagent.network import NetworkError, PodNetwork, ip
 from kuberay.devenv.nodeagent.pod import PodWorker
 from kuberay.devenv.nodeagent.spec import ImageMap, PodFacts
+from kuberay.devenv.nodeagent.storage import Provisioner
 from kuberay.runtime.client import (
     ENDPOINTSLICES,
     LEASES,
@@ -402,6 +405,7 @@ class Agent:
         dns = DnsServer(self.network.gateway, self.config.dns_port, records.lookup, forwarder)
         tasks: list[asyncio.Task[Any]] = []
         kubelet: KubeletServer | None = None
+        provisioner = Provisioner(self.client, self.network.data_dir)
         try:
             if self.config.kubelet:
                 kubelet = KubeletServer(
@@ -432,6 +436,7 @@ class Agent:
             for informer in self.informers:
                 informer.start()
             await dns.start()
+            await provisioner.start()
             for name in self.config.nodes:
                 pods = Informer(self.client, PODS, field_selector=f"spec.nodeName={name}")
                 pods.add_handler(
@@ -467,6 +472,7 @@ class Agent:
                 task.cancel()
             for informer in self.informers:
                 await informer.stop()
+            await provisioner.stop()
             await dns.stop()
             if kubelet is not None:
                 await kubelet.stop()
