@@ -270,8 +270,8 @@ def test_ray_image_entry_carries_the_stand_ins_env(
     env = {"REQUESTS_CA_BUNDLE": "/x/ca.pem", "SSL_CERT_FILE": "/x/ca.pem"}
     path = upstream_e2e.image_map(tmp_path / "images.json", tmp_path / "py", env)
     entry = ImageMap.load(path).resolve("rayproject/ray:2.52.0")
-    # Ray 2.52 (the suites' image) stops a node at once on SIGTERM; newer Ray is told to.
-    want = {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0", **env}
+    # Newer Ray drains a node on SIGTERM for less than the pod's grace period.
+    want = {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": upstream_e2e.DRAIN_SECONDS, **env}
     assert dict(entry.env) == want
     assert json.loads(path.read_text())["rayproject/ray"]["env"] == want
     assert dict(ImageMap.load(path).resolve("redis:7.4.0").env) == {}

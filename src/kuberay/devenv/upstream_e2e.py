@@ -377,6 +377,8 @@ def pod_python_env(directory: Path) -> Path:
 IMAGE_PACKAGES = {"tqdm": "tqdm==4.70.1"}
 
 
+# Seconds a Ray node drains on SIGTERM before its clean shutdown (see image_map).
+DRAIN_SECONDS = "15"
 RAY_HOME = "/home/ray"  # the rayproject/ray images' HOME and working directory
 # Directories the suites' images have that their pods rely on, made on the host: /home/ray, and
 # the redis image's /data (the samples' redis.conf says `dir /data`).
@@ -400,11 +402,12 @@ def image_map(path: Path, python_env: Path, ray_env: dict[str, str] | None = Non
             "python_env": str(python_env),
             "working_dir": RAY_HOME,
             "home": RAY_HOME,
-            # The suites' image is Ray 2.52, whose node stops its processes as soon as it gets
-            # SIGTERM. Newer Ray first drains for up to 30 s, the pod's whole grace period, so
-            # the SIGKILL after it cuts connections that 2.52 closes cleanly (a deleted head's
-            # `ray job logs --follow` then fails and its submitter retries instead of ending).
-            "env": {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0", **(ray_env or {})},
+            # Newer Ray than the suites' 2.52 drains a node on SIGTERM for up to 30 s by
+            # default, the pod's whole grace period: the SIGKILL then cuts connections that a
+            # clean shutdown closes (a deleted head's `ray job logs --follow` fails and its
+            # submitter retries instead of ending). A shorter drain still lets Serve quiesce
+            # its proxies (zero-downtime upgrades) and always ends in a clean shutdown.
+            "env": {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": DRAIN_SECONDS, **(ray_env or {})},
         },
         # The image's entrypoint script turns protected mode off (without a password Redis
         # would refuse every client that is not on loopback). Its working directory (where Redis
