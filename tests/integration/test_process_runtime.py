@@ -20,7 +20,6 @@ import pytest
 
 from kuberay.devenv.nodeagent import supported
 from kuberay.devenv.nodeagent.network import leftovers
-from kuberay.devenv.nodeagent.storage import PVS
 from kuberay.devenv.plane import Plane, PlaneConfig
 from kuberay.devenv.testing import (
     has_condition,
@@ -34,6 +33,7 @@ from kuberay.runtime.client import (
     JOBS,
     PODS,
     PVCS,
+    PVS,
     SECRETS,
     SERVICES,
     KubeClient,

@@ -9,6 +9,7 @@ duration parsing.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import re
 
@@ -175,6 +176,14 @@ _DURATION_UNITS = {
     "h": 3600.0,
 }
 _DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def format_go_datetime(when: float, *, zone: bool = False) -> str:
+    """A POSIX time in UTC in Go's ``time.DateTime`` layout (``2026-12-02 12:44:12``), which
+    upstream's RayJob messages print; with ``zone`` it is ``%v`` of a ``metav1.Time`` in UTC
+    (``2026-12-02 12:44:12 +0000 UTC``). upstream: ``time.Time.Format(time.DateTime)``."""
+    text = _dt.datetime.fromtimestamp(when, tz=_dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return text + " +0000 UTC" if zone else text
 
 
 def format_go_duration(seconds: float) -> str:

@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from kuberay.api import constants as c
-from kuberay.api.k8svalidation import format_go_duration
+from kuberay.api.k8svalidation import format_go_datetime, format_go_duration
 from kuberay.builders import rayjob as rjb
 from kuberay.controllers.common import parse_time, rfc3339
 from kuberay.ray.dashboard import JobInfo
@@ -125,7 +124,7 @@ def go_time(stamp: str | None) -> str:
     when = parse_time(stamp)
     if when is None:
         return "<nil>"
-    return datetime.fromtimestamp(when, tz=UTC).strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
+    return format_go_datetime(when, zone=True)
 
 
 def pre_running_deadline_exceeded(job: Obj, now: float) -> bool:
@@ -205,10 +204,9 @@ def submitter_finished_timeout(
     status["reason"] = c.JOB_REASON_TRANSITION_GRACE_PERIOD_EXCEEDED
     # The message is upstream's word for word (tests match on it), with Go's time.DateTime
     # layout in UTC and Go's duration format.
-    when = datetime.fromtimestamp(finished_at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     status["message"] = (
-        f"The RayJob submitter finished at {when} but the ray job did not reach terminal "
-        f"state within {format_go_duration(grace)}"
+        f"The RayJob submitter finished at {format_go_datetime(finished_at)} but the ray job "
+        f"did not reach terminal state within {format_go_duration(grace)}"
     )
     return True
 

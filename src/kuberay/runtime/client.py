@@ -84,6 +84,10 @@ SECRETS = Resource("", "v1", "secrets", kind="Secret")
 SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", kind="ServiceAccount")
 PODTEMPLATES = Resource("", "v1", "podtemplates", kind="PodTemplate")
 PVCS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
+PVS = Resource("", "v1", "persistentvolumes", namespaced=False, kind="PersistentVolume")
+STORAGECLASSES = Resource(
+    "storage.k8s.io", "v1", "storageclasses", namespaced=False, kind="StorageClass"
+)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", kind="Deployment")
 JOBS = Resource("batch", "v1", "jobs", kind="Job")
 ENDPOINTSLICES = Resource("discovery.k8s.io", "v1", "endpointslices", kind="EndpointSlice")

@@ -14,7 +14,7 @@ import pytest
 
 from kuberay.api import features
 from kuberay.api.features import FeatureGates
-from kuberay.api.k8svalidation import format_go_duration
+from kuberay.api.k8svalidation import format_go_datetime, format_go_duration
 from kuberay.builders import rayservice as rsb
 from kuberay.controllers import rayservice_status as rss
 from kuberay.controllers.common import rfc3339
@@ -260,6 +260,14 @@ def test_go_duration_string(seconds: float, want: str) -> None:
     """Condition messages quote durations the way Go's ``time.Duration.String`` prints them
     (upstream's e2e tests match on the message)."""
     assert format_go_duration(seconds) == want
+
+
+def test_go_datetime_layouts() -> None:
+    """RayJob messages print times as Go's ``time.DateTime`` in UTC, and deadline messages as
+    ``%v`` of a ``metav1.Time`` (with the zone); fractions of a second are dropped."""
+    when = 1_796_215_452.75  # 2026-12-02 12:44:12.75 UTC
+    assert format_go_datetime(when) == "2026-12-02 12:44:12"
+    assert format_go_datetime(when, zone=True) == "2026-12-02 12:44:12 +0000 UTC"
 
 
 def test_initializing_timeout_seeded_by_init_conditions() -> None:

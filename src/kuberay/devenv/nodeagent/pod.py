@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kuberay.devenv.nodeagent import containerlog, probes, spec
+from kuberay.devenv.nodeagent import containerlog, probes, spec, storage
 from kuberay.devenv.nodeagent.network import NetworkError
 from kuberay.runtime.client import CONFIGMAPS, PODS, SECRETS
 from kuberay.runtime.errors import ApiError, NotFound
@@ -452,7 +452,7 @@ class PodWorker:
                 continue
             if "persistentVolumeClaim" in vol:
                 claim = vol["persistentVolumeClaim"]["claimName"]
-                path = self.agent.network.data_dir / "claims" / self.namespace / claim
+                path = storage.claim_dir(self.agent.network.data_dir, self.namespace, claim)
                 self.volume_sources[name] = str(path)
                 continue
             path = self.dir / "volumes" / name

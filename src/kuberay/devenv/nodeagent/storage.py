@@ -18,6 +18,8 @@ Invariants and failure modes:
 - ``reclaimPolicy: Delete``: a volume we provisioned that turns Released (its claim deleted) is
   deleted with its directory. Volumes someone else made are never touched.
 - An existing StorageClass named ``standard`` (another provisioner) is left as it is.
+- An API error while creating or deleting a volume is logged, not retried: the next event of
+  that claim or volume tries again.
 """
 
 from __future__ import annotations
@@ -29,16 +31,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from kuberay.runtime.client import PVCS, KubeClient, Resource
+from kuberay.runtime.client import PVCS, PVS, STORAGECLASSES, KubeClient
 from kuberay.runtime.errors import AlreadyExists, ApiError, NotFound
 from kuberay.runtime.informer import Handler, Informer
 
 log = logging.getLogger("kuberay.devenv.storage")
 
-PVS = Resource("", "v1", "persistentvolumes", namespaced=False, kind="PersistentVolume")
-STORAGECLASSES = Resource(
-    "storage.k8s.io", "v1", "storageclasses", namespaced=False, kind="StorageClass"
-)
 CLASS_NAME = "standard"  # KinD's default StorageClass name
 PROVISIONER = "devenv.kuberay.io/host-path"
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
