@@ -206,8 +206,11 @@ class Bench:
         plane: Plane | None = None,
         audit: AuditLog | None = None,
         audit_user: str = "",
+        resync_window: float = 0,
     ) -> None:
         self.plane = plane
+        # Seconds to watch a converged size before it is deleted (the steady "resync" phase).
+        self.resync_window = resync_window
         # The apiserver's record of the operator's requests (its ServiceAccount), when the
         # plane is this benchmark's own; see scale_report.
         self.audit = audit
@@ -403,8 +406,38 @@ class Bench:
         }
         if audit is not None:
             result["audit"] = audit
+        if self.resync_window:
+            result["resync"] = await self.resync(n, self.resync_window)
         await self.delete_namespace(ns)
         return result
+
+    async def resync(self, n: int, window: float) -> dict[str, Any]:
+        """The steady cost of ``n`` converged clusters: nothing changes, so what the operator
+        does in ``window`` seconds is its periodic requeue (``RAYCLUSTER_DEFAULT_REQUEUE_SECONDS``,
+        set for both operators by --requeue-seconds) and its own upkeep."""
+        before = scrape(self.metrics_port)
+        audit0 = self.audit.offset() if self.audit else 0
+        p0 = proc_stats(self.op_pid)
+        await asyncio.sleep(window)
+        p1 = proc_stats(self.op_pid)
+        after = diff(scrape(self.metrics_port), before)
+        reconciles = sum(v for (mth, _r, _c), v in after.items() if mth == "RECONCILE")
+        cpu = p1["cpu"] - p0["cpu"]
+        out: dict[str, Any] = {
+            "window_s": window,
+            "operator_cpu_s": round(cpu, 2),
+            "operator_cpu_share": round(cpu / window, 3),
+            "reconciles_per_cluster": round(reconciles / n, 2),
+            "cpu_ms_per_reconcile": round(cpu * 1000 / reconciles, 2) if reconciles else None,
+            "operator_rss_mib": round(p1.get("VmRSS", 0), 1),
+        }
+        if self.audit:
+            figures = audit_figures(
+                parse_audit(self.audit.lines(audit0, self.audit.offset()), self.audit_user), n
+            )
+            out["requests_per_cluster"] = figures.get("requests_total_per_cluster")
+            out["status_writes_per_cluster"] = figures.get("status_writes_per_cluster")
+        return out
 
     async def small_cluster_latency(self, ns: str, count: int, prefix: str) -> list[float]:
         latencies: list[float] = []
@@ -661,13 +694,20 @@ async def run_operator(
         audit = AuditLog(workdir / "audit.log")
     log = workdir / f"operator-{cfg.account}-{run}.log"
     binary = [str(go_operator_binary(log=lambda _: None))] if cfg.kind == "go" else None
-    proc, port = start_operator(kubeconfig, log, cfg.concurrency, binary=binary)
+    env = (
+        {"RAYCLUSTER_DEFAULT_REQUEUE_SECONDS": str(args.requeue_seconds)}
+        if args.requeue_seconds
+        else None
+    )
+    proc, port = start_operator(kubeconfig, log, cfg.concurrency, env=env, binary=binary)
     result: dict[str, Any] = {"operator": cfg.label, "concurrency": cfg.concurrency, "run": run}
     try:
         await asyncio.sleep(3)
         idle = proc_stats(proc.pid)
         result["operator_idle_rss_mib"] = round(idle.get("VmRSS", 0), 1)
-        bench = Bench(kube, proc.pid, port, args.timeout, plane, audit, cfg.username)
+        bench = Bench(
+            kube, proc.pid, port, args.timeout, plane, audit, cfg.username, args.resync_window
+        )
         result["sizes"] = []
         for size in filter(None, args.sizes.split(",")):
             n, m = (int(x) for x in size.lower().split("x"))
@@ -820,6 +860,19 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {tag}: apiserver requests per cluster, all clients | {', '.join(f'{k}={v}' for k, v in (r.get('apiserver_requests_per_cluster') or {}).items()) or '-'} |",
             f"| {tag}: operator requests per cluster | {', '.join(f'{k}={v}' for k, v in r['requests_per_cluster'].items())} |",
         ]
+        resync = r.get("resync") or {}
+        lines += [
+            f"| {tag}: resync over {resync['window_s']} s: {name} | {resync.get(key, '-')} |"
+            for key, name in (
+                ("operator_cpu_share", "operator CPU share of one core"),
+                ("reconciles_per_cluster", "reconciles per cluster"),
+                ("cpu_ms_per_reconcile", "CPU ms per reconcile"),
+                ("requests_per_cluster", "API requests per cluster"),
+                ("status_writes_per_cluster", "status writes per cluster"),
+                ("operator_rss_mib", "operator RSS, MiB"),
+            )
+            if resync
+        ]
         if r.get("audit"):
             au = r["audit"]
             lines.append(
@@ -895,6 +948,20 @@ def main() -> int:
     parser.add_argument("--churn-clusters", type=int, default=20)
     parser.add_argument("--churn-waves", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument(
+        "--resync-window",
+        type=float,
+        default=0,
+        help="after each size converges, watch it this many seconds: operator CPU, reconciles "
+        "and requests of the steady state (the periodic requeue); 0 skips it",
+    )
+    parser.add_argument(
+        "--requeue-seconds",
+        type=int,
+        default=0,
+        help="RAYCLUSTER_DEFAULT_REQUEUE_SECONDS for both operators (upstream's default: 300), "
+        "so that a --resync-window covers whole requeue rounds",
+    )
     parser.add_argument(
         "--operators",
         default="ours",

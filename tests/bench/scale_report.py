@@ -298,6 +298,25 @@ def _size_rows(tag: str, sizes: dict[str, dict[str, Any]]) -> list[tuple[str, di
         ),
         row("409 conflicts (audit)", lambda s: audit(s).get("conflicts_409")),
         row("reconciles per cluster (metric)", lambda s: s.get("reconciles_per_cluster")),
+        row("operator steady RSS, MiB", lambda s: s.get("operator_steady_rss_mib")),
+    ]
+
+    def resync(s: dict[str, Any]) -> dict[str, Any]:
+        return dict(s.get("resync") or {})
+
+    rows += [
+        row("resync: window, s", lambda s: resync(s).get("window_s")),
+        row(
+            "resync: operator CPU share of one core", lambda s: resync(s).get("operator_cpu_share")
+        ),
+        row("resync: reconciles per cluster", lambda s: resync(s).get("reconciles_per_cluster")),
+        row("resync: CPU ms per reconcile", lambda s: resync(s).get("cpu_ms_per_reconcile")),
+        row("resync: API requests per cluster", lambda s: resync(s).get("requests_per_cluster")),
+        row(
+            "resync: status writes per cluster",
+            lambda s: resync(s).get("status_writes_per_cluster"),
+        ),
+        row("resync: operator RSS, MiB", lambda s: resync(s).get("operator_rss_mib")),
     ]
     # A figure no config has (the ceiling's fraction without a ceiling run) is left out.
     return [(name, values) for name, values in rows if any(v is not None for v in values.values())]

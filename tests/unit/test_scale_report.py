@@ -251,3 +251,17 @@ def test_comparison_table_leaves_out_figures_no_config_has() -> None:
     )
     medians = {"ours": {"sizes": [size(40.0, 4.0)]}, "go": {"sizes": [size(20.0, 2.0)]}}
     assert "/ ceiling" not in comparison_markdown(configs, medians, runs=1)
+
+
+def test_comparison_table_shows_the_resync_phase_when_measured() -> None:
+    configs = parse_operators("ours,go", 8)
+    resync = {"window_s": 60, "operator_cpu_share": 0.05, "cpu_ms_per_reconcile": 3.0}
+    medians: dict[str, dict[str, Any]] = {
+        "ours": {"sizes": [{**size(40.0, 4.0), "resync": resync}]},
+        "go": {"sizes": [{**size(20.0, 2.0), "resync": {**resync, "cpu_ms_per_reconcile": 6.0}}]},
+    }
+    table = comparison_markdown(configs, medians, runs=1)
+    assert "| 20x2: resync: CPU ms per reconcile | 3 | 6 | 0.50 |" in table
+    assert "| 20x2: resync: operator CPU share of one core | 0.05 | 0.05 | 1.00 |" in table
+    no_resync = {"ours": {"sizes": [size(40.0, 4.0)]}, "go": {"sizes": [size(20.0, 2.0)]}}
+    assert "resync" not in comparison_markdown(configs, no_resync, runs=1)
