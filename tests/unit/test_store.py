@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from kuberay.runtime.client import PODS
+from kuberay.runtime.informer import Informer
 from kuberay.runtime.store import POD_FIELDS, Sharer, Store, index_by_label, project, projector
 
 
@@ -133,3 +135,37 @@ def test_sharer_never_confuses_different_values_and_forgets_when_full() -> None:
     assert sharer.share({}) == {}
     assert sharer.share([1, "x"]) == [1, "x"]
     assert sharer.share("text") == "text"
+
+
+def test_an_update_takes_unchanged_shared_fields_from_the_cached_version() -> None:
+    # Without a sharer, identity with the previous version can only come from the reuse.
+    transform = projector(POD_FIELDS, intern=False)
+    before = transform(_ray_pod("a", "2026-01-01T00:00:00Z"))
+    update = _ray_pod("a", "2026-01-01T00:00:09Z")
+    update["metadata"]["labels"]["ray.io/group"] = "g2"
+    after = transform(copy.deepcopy(update), before)
+    assert after == project(update, POD_FIELDS)  # the same content as a fresh projection
+    assert after["metadata"]["ownerReferences"] is before["metadata"]["ownerReferences"]
+    assert after["spec"]["containers"] is before["spec"]["containers"]
+    # What changed is the update's, not the cached version's.
+    assert after["metadata"]["labels"]["ray.io/group"] == "g2"
+    assert after["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:09Z"
+    assert after["status"]["conditions"] is not before["status"]["conditions"]
+    # A field the update no longer has is gone, even though the cached version had it.
+    del update["status"]["conditions"]
+    assert "conditions" not in transform(copy.deepcopy(update), before)["status"]
+    # reuse=False projects every field again.
+    fresh = projector(POD_FIELDS, intern=False, reuse=False)(copy.deepcopy(update), before)
+    assert fresh["spec"]["containers"] is not before["spec"]["containers"]
+
+
+def test_the_informer_hands_its_transform_the_cached_version() -> None:
+    inf = Informer(object(), PODS, transform=projector(POD_FIELDS, intern=False))  # type: ignore[arg-type]
+    inf._apply("ADDED", _ray_pod("a", "2026-01-01T00:00:00Z"))
+    cached = inf.store.get("a/a")
+    assert cached is not None
+    inf._apply("MODIFIED", _ray_pod("a", "2026-01-01T00:00:09Z"))
+    updated = inf.store.get("a/a")
+    assert updated is not None
+    assert updated["spec"]["containers"] is cached["spec"]["containers"]
+    assert updated["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:09Z"

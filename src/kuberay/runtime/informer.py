@@ -254,7 +254,10 @@ class Informer:
         if self.metadata_only:
             obj.setdefault("apiVersion", self.resource.api_version)
             obj["kind"] = self.resource.kind
-        return self.transform(obj) if self.transform else obj
+        if self.transform is None:
+            return obj
+        # The cached version lets the transform keep what did not change (see store.project).
+        return self.transform(obj, self.store.get(object_key(obj)))
 
     def _apply(self, etype: str, raw: Obj) -> None:
         if not self._keeps(raw):
