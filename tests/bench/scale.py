@@ -413,8 +413,9 @@ class Bench:
 
     async def resync(self, n: int, window: float) -> dict[str, Any]:
         """The steady cost of ``n`` converged clusters: nothing changes, so what the operator
-        does in ``window`` seconds is its periodic requeue (``RAYCLUSTER_DEFAULT_REQUEUE_SECONDS``,
-        set for both operators by --requeue-seconds) and its own upkeep."""
+        does in ``window`` seconds is its periodic requeue (the environment variable
+        ``RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV``, set for both operators by
+        --requeue-seconds) and its own upkeep."""
         before = scrape(self.metrics_port)
         audit0 = self.audit.offset() if self.audit else 0
         p0 = proc_stats(self.op_pid)
@@ -695,7 +696,7 @@ async def run_operator(
     log = workdir / f"operator-{cfg.account}-{run}.log"
     binary = [str(go_operator_binary(log=lambda _: None))] if cfg.kind == "go" else None
     env = (
-        {"RAYCLUSTER_DEFAULT_REQUEUE_SECONDS": str(args.requeue_seconds)}
+        {"RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV": str(args.requeue_seconds)}
         if args.requeue_seconds
         else None
     )
@@ -959,7 +960,7 @@ def main() -> int:
         "--requeue-seconds",
         type=int,
         default=0,
-        help="RAYCLUSTER_DEFAULT_REQUEUE_SECONDS for both operators (upstream's default: 300), "
+        help="RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV for both operators (upstream's default: 300), "
         "so that a --resync-window covers whole requeue rounds",
     )
     parser.add_argument(
