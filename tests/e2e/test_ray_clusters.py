@@ -97,8 +97,24 @@ async def test_rayjobs_in_every_submission_mode(
         "fails": rayjob("fails", 'python -c "import sys; sys.exit(3)"'),
         "retries": rayjob("retries", 'python -c "import sys; sys.exit(4)"', backoffLimit=1),
     }
-    for body in jobs.values():
-        await process_kube.create(RAYJOBS, body, ns)
+    # The sidecar goes first, alone: its `ray job submit` runs once (no SidecarSubmitterRestart
+    # gate), and a head that five Ray clusters starve of CPU can pass the dashboard's health
+    # check before its job agent registers, so Ray answers "No available agent to submit job"
+    # and the job fails, with upstream's operator too (ray-project/kuberay#4285).
+    await process_kube.create(RAYJOBS, jobs["sidecar"], ns)
+    await wait_for(
+        process_kube,
+        RAYJOBS,
+        "sidecar",
+        ns,
+        lambda o: bool((o.get("status") or {}).get("jobStatus")) or finished(o),
+        timeout=600,
+        what="submitted",
+        interval=1,
+    )
+    for name, body in jobs.items():
+        if name != "sidecar":
+            await process_kube.create(RAYJOBS, body, ns)
     results = await asyncio.gather(
         *(
             wait_for(
