@@ -218,7 +218,12 @@ async def test_yunikorn_rayjob_gang_reserves_the_submitter(
         what="the RayJob's cluster name",
     )
     cluster = named["status"]["rayClusterName"]
-    annotations = (await kube.get(RAYCLUSTERS, cluster, namespace))["metadata"]["annotations"]
+    # As upstream, status names the cluster in one pass and the cluster is created in a later
+    # one, so wait for it rather than read it once.
+    made = await wait_for(
+        kube, RAYCLUSTERS, cluster, namespace, lambda _o: True, what="the RayJob's cluster"
+    )
+    annotations = made["metadata"]["annotations"]
     assert "submittergroup" in annotations["yunikorn.apache.org/task-groups"]
     pods = await all_pods(kube, namespace, cluster, 3)
     for pod in pods:
