@@ -249,7 +249,7 @@ class Informer:
             (raw.get("metadata") or {}).get("namespace") in self.namespaces
         )
 
-    def _prepare(self, obj: Obj) -> Obj:
+    def _prepare(self, obj: Obj, key: str | None = None) -> Obj:
         obj = strip_managed_fields(obj)
         if self.metadata_only:
             obj.setdefault("apiVersion", self.resource.api_version)
@@ -257,13 +257,13 @@ class Informer:
         if self.transform is None:
             return obj
         # The cached version lets the transform keep what did not change (see store.project).
-        return self.transform(obj, self.store.get(object_key(obj)))
+        return self.transform(obj, self.store.get(key or object_key(obj)))
 
     def _apply(self, etype: str, raw: Obj) -> None:
         if not self._keeps(raw):
             return
-        obj = self._prepare(raw)
-        key = object_key(obj)
+        key = object_key(raw)  # the projection keeps name and namespace
+        obj = self._prepare(raw, key)
         self.writes.observe(key, resource_version(obj), deleted=etype == "DELETED")
         if etype == "DELETED":
             old = self.store.delete(key)

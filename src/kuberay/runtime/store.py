@@ -181,6 +181,7 @@ def _project_shared(
 
 
 def _intern_value(value: Any) -> Any:
+    """One kept value with its short strings interned (see ``intern_strings``)."""
     if isinstance(value, str):
         return sys.intern(value) if len(value) <= 96 else value
     if isinstance(value, dict | list):
@@ -265,18 +266,10 @@ def intern_strings(obj: Any) -> Any:
     sharing one object per distinct value is a large part of the per-pod memory saving."""
     if isinstance(obj, dict):
         for key, value in obj.items():
-            if isinstance(value, str):
-                if len(value) <= 96:
-                    obj[key] = sys.intern(value)
-            elif isinstance(value, dict | list):
-                intern_strings(value)
+            obj[key] = _intern_value(value)
     elif isinstance(obj, list):
         for i, value in enumerate(obj):
-            if isinstance(value, str):
-                if len(value) <= 96:
-                    obj[i] = sys.intern(value)
-            elif isinstance(value, dict | list):
-                intern_strings(value)
+            obj[i] = _intern_value(value)
     return obj
 
 
