@@ -44,7 +44,7 @@ def _pod(i: int) -> dict[str, Any]:
     }
 
 
-async def list_retrying(kube: KubeClient, ns: str, attempts: int = 20) -> dict[str, Any]:
+async def list_retrying(kube: KubeClient, ns: str | None, attempts: int = 20) -> dict[str, Any]:
     """A pod list that rides out the apiserver's 504 "Too large resource version" (its watch
     cache briefly behind etcd under load) instead of ending the benchmark."""
     for _ in range(attempts - 1):

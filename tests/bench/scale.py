@@ -34,7 +34,7 @@ Phases (each bounded by --timeout):
     resource, 409 conflicts and status writes per cluster (from the audit log, and for ours
     from its own request metrics too), and every client's requests per cluster as the
     apiserver's metrics count them; CPU seconds of each control-plane component (where the
-    time goes);
+    time goes); --namespaces K spreads each size's clusters over K namespaces;
  3. fairness: time-to-ready of small clusters (p50/p99) while one cluster scales 0 -> W
     workers, against the same figure on an idle operator;
  4. churn: waves of scale-up, scale-down, delete+recreate; convergence time and duplicate or
@@ -185,6 +185,12 @@ async def apiserver_requests(kube: KubeClient) -> dict[tuple[str, str], float]:
     return out
 
 
+def object_key(obj: dict[str, Any], ns: str | None) -> str:
+    """An object's name within one namespace's scope (``ns`` set), else namespace/name."""
+    meta = obj["metadata"]
+    return str(meta["name"]) if ns else f"{meta['namespace']}/{meta['name']}"
+
+
 def diff(after: dict[Any, float], before: dict[Any, float]) -> dict[Any, float]:
     return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
 
@@ -207,8 +213,13 @@ class Bench:
         audit: AuditLog | None = None,
         audit_user: str = "",
         resync_window: float = 0,
+        namespaces: int = 1,
     ) -> None:
         self.plane = plane
+        # Namespaces a size's clusters are spread over, round robin. The controller-manager
+        # matches every pod against every Service selector of its namespace, so 10,000 head
+        # Services in one namespace slow the plane's pod rate for any operator.
+        self.namespaces = namespaces
         # Seconds to watch a converged size before it is deleted (the steady "resync" phase).
         self.resync_window = resync_window
         # The apiserver's record of the operator's requests (its ServiceAccount), when the
@@ -225,12 +236,16 @@ class Bench:
         return {c["metadata"]["name"]: c for c in items}
 
     async def wait_all_ready(  # noqa: C901
-        self, ns: str, names: set[str], want_workers: dict[str, int] | None = None
+        self, ns: str | None, names: set[str], want_workers: dict[str, int] | None = None
     ) -> float:
         """Seconds until every named cluster is ``ready`` (with the wanted worker counts). It
         watches rather than polls: a list of every RayCluster twice a second loaded the
-        apiserver in the operator's runs only, and rounded latencies up to the poll period."""
+        apiserver in the operator's runs only, and rounded latencies up to the poll period.
+        With ``ns`` None it watches every namespace and ``names`` are ``namespace/name``."""
         start = time.monotonic()
+
+        def key(obj: dict[str, Any]) -> str:
+            return object_key(obj, ns)
 
         def converged(obj: dict[str, Any] | None) -> bool:
             st = (obj or {}).get("status") or {}
@@ -238,7 +253,7 @@ class Bench:
                 return False
             if want_workers is None:
                 return True
-            name = (obj or {})["metadata"]["name"]
+            name = key(obj or {})
             return (
                 st.get("availableWorkerReplicas") == want_workers[name]
                 and st.get("desiredWorkerReplicas") == want_workers[name]
@@ -254,8 +269,8 @@ class Bench:
                         await asyncio.sleep(0.5)
                         continue
                     for obj in listed["items"]:
-                        if obj["metadata"]["name"] in names and converged(obj):
-                            pending.discard(obj["metadata"]["name"])
+                        if key(obj) in names and converged(obj):
+                            pending.discard(key(obj))
                     if not pending:
                         return time.monotonic() - start
                     rv = listed["metadata"]["resourceVersion"]
@@ -266,7 +281,7 @@ class Bench:
                             break  # relist
                         if ev.type == "BOOKMARK":
                             continue
-                        name = ev.object["metadata"]["name"]
+                        name = key(ev.object)
                         if name not in names:
                             continue
                         if ev.type != "DELETED" and converged(ev.object):
@@ -278,15 +293,20 @@ class Bench:
         except TimeoutError:
             raise TimeoutError(f"clusters in {ns} not converged after {self.timeout}s") from None
 
-    async def count_pods_watch(self, ns: str, total: int, started: float) -> tuple[float, float]:
+    async def count_pods_watch(
+        self, ns: str | None, total: int, started: float, spaces: frozenset[str] = frozenset()
+    ) -> tuple[float, float]:
         """Seconds until every pod exists, and until every pod is Running+Ready (the same
-        end point as the ceiling's, so the two rates compare)."""
+        end point as the ceiling's, so the two rates compare). With ``ns`` None it watches
+        every namespace and counts the pods of ``spaces`` only."""
         seen: set[str] = set()
         ready: set[str] = set()
         exist_s = 0.0
 
         def note(pod: dict[str, Any]) -> None:
-            name = pod["metadata"]["name"]
+            if ns is None and pod["metadata"]["namespace"] not in spaces:
+                return
+            name = object_key(pod, ns)
             seen.add(name)
             conditions = (pod.get("status") or {}).get("conditions") or []
             if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
@@ -336,8 +356,12 @@ class Bench:
             await asyncio.sleep(1)
 
     async def size(self, n: int, m: int, idle_rss: float) -> dict[str, Any]:
-        ns = f"bench-{n}x{m}"
-        await create_namespace(self.kube, ns)
+        base = f"bench-{n}x{m}"
+        spaces = [base] if self.namespaces == 1 else [f"{base}-{j}" for j in range(self.namespaces)]
+        for each in spaces:
+            await create_namespace(self.kube, each)
+        # One namespace: scoped list and watch; several: cluster-wide, keyed namespace/name.
+        ns = base if self.namespaces == 1 else None
         total = n * (m + 1)
         before = scrape(self.metrics_port)
         server_before = await apiserver_requests(self.kube)
@@ -345,15 +369,19 @@ class Bench:
         p0 = proc_stats(self.op_pid)
         cpu0 = plane_cpu(self.plane)
         start = time.monotonic()
-        counter = asyncio.create_task(self.count_pods_watch(ns, total, start))
+        counter = asyncio.create_task(self.count_pods_watch(ns, total, start, frozenset(spaces)))
         sem = asyncio.Semaphore(16)
+
+        def space(i: int) -> str:
+            return spaces[i % len(spaces)]
 
         async def make(i: int) -> None:
             async with sem:
-                await self.kube.create(RAYCLUSTERS, cluster(f"rc-{i}", m), ns)
+                await self.kube.create(RAYCLUSTERS, cluster(f"rc-{i}", m), space(i))
 
         await asyncio.gather(*(make(i) for i in range(n)))
-        ready = await self.wait_all_ready(ns, {f"rc-{i}" for i in range(n)})
+        names = {f"rc-{i}" if ns else f"{space(i)}/rc-{i}" for i in range(n)}
+        ready = await self.wait_all_ready(ns, names)
         exist, pods_ready = await asyncio.wait_for(counter, self.timeout)
         cpu_busy = plane_cpu(self.plane, cpu0)
         server = diff(await apiserver_requests(self.kube), server_before)
@@ -381,6 +409,7 @@ class Bench:
         result = {
             "clusters": n,
             "workers": m,
+            "namespaces": len(spaces),
             "pods": total,
             "all_pods_exist_s": round(exist, 1),
             "all_ready_s": round(ready, 1),
@@ -408,7 +437,7 @@ class Bench:
             result["audit"] = audit
         if self.resync_window:
             result["resync"] = await self.resync(n, self.resync_window)
-        await self.delete_namespace(ns)
+        await asyncio.gather(*(self.delete_namespace(each) for each in spaces))
         return result
 
     async def resync(self, n: int, window: float) -> dict[str, Any]:
@@ -707,7 +736,15 @@ async def run_operator(
         idle = proc_stats(proc.pid)
         result["operator_idle_rss_mib"] = round(idle.get("VmRSS", 0), 1)
         bench = Bench(
-            kube, proc.pid, port, args.timeout, plane, audit, cfg.username, args.resync_window
+            kube,
+            proc.pid,
+            port,
+            args.timeout,
+            plane,
+            audit,
+            cfg.username,
+            args.resync_window,
+            args.namespaces,
         )
         result["sizes"] = []
         for size in filter(None, args.sizes.split(",")):
@@ -944,6 +981,13 @@ def main() -> int:
         action="store_false",
         help="skip the second ceiling run that has the clusters' head Services in place",
     )
+    parser.add_argument(
+        "--namespaces",
+        type=int,
+        default=1,
+        help="spread each size's clusters over this many namespaces, round robin (at 10,000 "
+        "clusters one namespace's 10,000 head Services slow the controller-manager)",
+    )
     parser.add_argument("--fairness-workers", type=int, default=1000)
     parser.add_argument("--small", type=int, default=10)
     parser.add_argument("--churn-clusters", type=int, default=20)
@@ -981,6 +1025,8 @@ def main() -> int:
         parser.error(str(exc))
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.namespaces < 1:
+        parser.error("--namespaces must be at least 1")
     if any(c.kind == "go" for c in configs):
         go_operator_binary()  # built before the plane starts: minutes on a cold cache
     with tempfile.TemporaryDirectory() as tmp:
