@@ -23,6 +23,7 @@ def test_scale_benchmark_smoke(tmp_path: Path) -> None:
         sys.executable,
         str(ROOT / "tests/bench/scale.py"),
         "--sizes=2x2",
+        "--namespaces=2",
         "--nodes=2",
         "--ceiling-pods=12",
         "--fairness-workers=6",
@@ -39,6 +40,8 @@ def test_scale_benchmark_smoke(tmp_path: Path) -> None:
     assert result["ceiling_with_services"]["ceiling_pods_per_second"] > 0
     size = result["sizes"][0]
     assert size["pods"] == 6
+    assert size["namespaces"] == 2
+    assert "teardown_error" not in size
     assert size["requests_per_cluster"]["POST pods"] == 3
     assert size["apiserver_requests_per_cluster"]["POST pods"] >= 3
     assert size["reconciles_per_cluster"] >= 1
