@@ -332,29 +332,30 @@ def build_component(component: Component, log: Callable[[str], None] = print) ->
         # so no per-package progress lines either).
         verb = ["test", "-c", "-vet=off"] if component.test_binaries else ["build", "-v"]
         cmd = [go, *verb, "-trimpath", "-ldflags", ldflags, "-o", str(staging / binary)]
-        proc = subprocess.Popen(
+        # The context closes the pipe on every path (a warning otherwise, an error in tests).
+        with subprocess.Popen(
             [*cmd, package],
             cwd=module,
             env=env,
             stderr=subprocess.STDOUT,
             stdout=subprocess.PIPE,
             text=True,
-        )
-        assert proc.stdout is not None
-        tail: list[str] = []
-        for raw in proc.stdout:
-            line = raw.rstrip()
-            tail = [*tail[-30:], line]
-            if line and not line.startswith(("go: ", "#")) and " " not in line:
-                done += 1
-            now = time.monotonic()
-            if now - last_report >= 10:
-                last_report = now
-                pct = f" ({min(100, 100 * done // total)}%)" if total else ""
-                log(
-                    f"[build] {component.name}: {done}/{total or '?'} packages{pct}, "
-                    f"{now - start:.0f}s elapsed"
-                )
+        ) as proc:
+            assert proc.stdout is not None
+            tail: list[str] = []
+            for raw in proc.stdout:
+                line = raw.rstrip()
+                tail = [*tail[-30:], line]
+                if line and not line.startswith(("go: ", "#")) and " " not in line:
+                    done += 1
+                now = time.monotonic()
+                if now - last_report >= 10:
+                    last_report = now
+                    pct = f" ({min(100, 100 * done // total)}%)" if total else ""
+                    log(
+                        f"[build] {component.name}: {done}/{total or '?'} packages{pct}, "
+                        f"{now - start:.0f}s elapsed"
+                    )
         if proc.wait() != 0:
             shutil.rmtree(staging, ignore_errors=True)
             raise BuildError(
