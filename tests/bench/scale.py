@@ -528,14 +528,25 @@ class Bench:
         patch = [
             {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": big_workers}
         ]
+        audit0 = self.audit.offset() if self.audit else 0
+        p0 = proc_stats(self.op_pid)
         start = time.monotonic()
         await self.kube.patch(RAYCLUSTERS, "big", patch, ns, content_type=JSON_PATCH)
         busy = await self.small_cluster_latency(ns, small, "busy")
         big_ready = await self.wait_all_ready(ns, {"big"}, {"big": big_workers}) + 0.0
         big_total = time.monotonic() - start
+        p1 = proc_stats(self.op_pid)
+        # The busy phase's writes: the big cluster's progress plus the small clusters' own.
+        busy_audit = (
+            audit_figures(
+                parse_audit(self.audit.lines(audit0, self.audit.offset()), self.audit_user), 1
+            )
+            if self.audit
+            else None
+        )
         await self.delete_namespace(ns)
         del big_ready
-        return {
+        out: dict[str, Any] = {
             "big_cluster_workers": big_workers,
             "big_cluster_ready_s": round(big_total, 1),
             "small_clusters": small,
@@ -544,7 +555,12 @@ class Bench:
             "busy_p50_s": round(pct(busy, 0.5), 2),
             "busy_p99_s": round(pct(busy, 0.99), 2),
             "p99_penalty_s": round(pct(busy, 0.99) - pct(idle, 0.99), 2),
+            "busy_operator_cpu_s": round(p1["cpu"] - p0["cpu"], 2),
         }
+        if busy_audit is not None:
+            out["busy_status_writes"] = busy_audit["status_writes_per_cluster"]
+            out["busy_requests"] = busy_audit["requests_total_per_cluster"]
+        return out
 
     async def churn(self, clusters: int, waves: int) -> dict[str, Any]:
         ns = "bench-churn"
@@ -960,6 +976,11 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(
             f"| fairness: small clusters ready p50/p99 idle vs during {f['big_cluster_workers']}-worker scale-up | "
             f"{f['idle_p50_s']}/{f['idle_p99_s']} s vs {f['busy_p50_s']}/{f['busy_p99_s']} s (p99 +{f['p99_penalty_s']} s) |"
+        )
+        lines.append(
+            "| fairness: during the scale-up, operator CPU, status writes, API requests | "
+            f"{f['busy_operator_cpu_s']} s, {f.get('busy_status_writes', '-')}, "
+            f"{f.get('busy_requests', '-')} |"
         )
     ch = result.get("churn")
     if ch:

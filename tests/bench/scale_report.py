@@ -260,6 +260,13 @@ def best_go(
     return max(rated)[1] if rated else None
 
 
+def _only_go(configs: Sequence[OperatorConfig]) -> str | None:
+    """The ratio's baseline for a run of the phases only (``--sizes ''``), where no size picks
+    the faster Go config: the Go config when there is just one."""
+    go_labels = [c.label for c in configs if c.kind == "go"]
+    return go_labels[0] if len(go_labels) == 1 else None
+
+
 def _size_rows(tag: str, sizes: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """(figure, {label: value}) rows for one size."""
 
@@ -361,7 +368,7 @@ def comparison_markdown(
             tag = f"{r['clusters']}x{r['workers']}"
             if tag not in tags:
                 tags.append(tag)
-    last_best = None
+    last_best = None if tags else _only_go(configs)
     emit(
         "operator idle RSS, MiB",
         {label: medians[label].get("operator_idle_rss_mib") for label in labels},
@@ -386,7 +393,11 @@ def comparison_markdown(
             ("idle_p99_s", "fairness: small cluster ready p99 idle, s"),
             ("busy_p50_s", "fairness: small cluster ready p50 during big scale-up, s"),
             ("busy_p99_s", "fairness: small cluster ready p99 during big scale-up, s"),
+            ("p99_penalty_s", "fairness: p99 penalty (during minus idle), s"),
             ("big_cluster_ready_s", "fairness: big cluster ready, s"),
+            ("busy_operator_cpu_s", "fairness: operator CPU during the scale-up, s"),
+            ("busy_status_writes", "fairness: status writes during the scale-up"),
+            ("busy_requests", "fairness: API requests during the scale-up"),
         ):
             emit(name, {label: fair[label].get(key) for label in labels}, last_best)
     churn = {label: medians[label].get("churn") or {} for label in labels}

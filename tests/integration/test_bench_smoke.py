@@ -48,6 +48,10 @@ def test_scale_benchmark_smoke(tmp_path: Path) -> None:
     assert size["plane_cpu_s"]["kube-apiserver"] >= 0
     assert size["fraction_of_ceiling"] > 0
     assert result["fairness"]["small_clusters"] == 2
+    # The big cluster and both small ones wrote their status during the scale-up.
+    assert result["fairness"]["busy_status_writes"] >= 3
+    assert result["fairness"]["busy_requests"] > 0
+    assert result["fairness"]["busy_operator_cpu_s"] > 0
     assert result["churn"]["duplicate_pods"] == 0
     assert result["churn"]["orphaned_pods"] == 0
     assert "| 2x2: pods Ready per second |" in proc.stdout

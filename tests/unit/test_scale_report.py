@@ -265,3 +265,18 @@ def test_comparison_table_shows_the_resync_phase_when_measured() -> None:
     assert "| 20x2: resync: operator CPU share of one core | 0.05 | 0.05 | 1.00 |" in table
     no_resync = {"ours": {"sizes": [size(40.0, 4.0)]}, "go": {"sizes": [size(20.0, 2.0)]}}
     assert "resync" not in comparison_markdown(configs, no_resync, runs=1)
+
+
+def test_fairness_only_run_compares_against_its_one_go_config() -> None:
+    fairness = {"busy_p99_s": 1.0, "p99_penalty_s": 0.2, "busy_status_writes": 25}
+    medians: dict[str, dict[str, Any]] = {
+        "ours": {"fairness": fairness},
+        "go:10": {"fairness": {**fairness, "p99_penalty_s": 0.4, "busy_status_writes": 50}},
+    }
+    table = comparison_markdown(parse_operators("ours,go:10", 8), medians, runs=3)
+    assert "| fairness: p99 penalty (during minus idle), s | 0.2 | 0.4 | 0.50 |" in table
+    assert "| fairness: status writes during the scale-up | 25 | 50 | 0.50 |" in table
+    # With two Go configs and no size to pick the faster one by, there is no baseline.
+    medians["go"] = {"fairness": fairness}
+    table = comparison_markdown(parse_operators("ours,go,go:10", 8), medians, runs=3)
+    assert "| fairness: p99 penalty (during minus idle), s | 0.2 | 0.2 | 0.4 | - |" in table

@@ -154,9 +154,15 @@ class RayClusterConfig:
     # only lengthens its queue, and every small cluster created meanwhile waits behind that
     # queue. 0 turns the hold off. Never applied with a batch scheduler or a custom
     # schedulerName: gang schedulers bind nothing until the whole gang exists.
-    max_unbound_per_group: int = 30
+    max_unbound_per_group: int = 10
     hold_requeue_seconds: float = 0.5
-    create_parallelism: int = 20
+    # Pod creates in flight at once for one group, as upstream (one at a time). Measured on
+    # the KWOK plane (tests/bench/scale.py, figures in the README): 20 in flight did not make
+    # a 1,000-pod scale-up ready any sooner, since the scheduler and kubelets set the pace, but
+    # it made the plane's queues longer, and small clusters created meanwhile became ready 3-4
+    # times slower than with the Go operator (2-3 times with 4 in flight). With one in flight
+    # and the hold above at 10, their p99 matched the Go operator's at concurrency 10.
+    create_parallelism: int = 1
     concurrency: int = 8
     scheduler: BatchScheduler | None = None
 
