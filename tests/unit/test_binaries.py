@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,45 @@ def test_prometheus_is_on_demand_and_pinned() -> None:
     assert f"github.com/prometheus/prometheus {binaries.PROMETHEUS_VERSION}" in go_mod
     # Go module v0.316.0 is Prometheus 3.16.0: `prometheus --version` says the release.
     assert "common/version.Version=3.16.0" in " ".join(comp.ldflags)
+
+
+def test_prometheus_keeps_only_the_service_discovery_the_plane_scrapes_with() -> None:
+    comp = next(c for c in binaries.COMPONENTS if "promtool" in c.packages)
+    assert comp.tags == ("remove_all_sd", "enable_kubernetes_sd")
+    # A scrape config using any other discovery would be rejected by this build: add its tag.
+    from kuberay.devenv import prometheus
+
+    used = set(re.findall(r"\b(\w+)_sd_configs\b", Path(prometheus.__file__).read_text()))
+    assert used == {"kubernetes"}
+
+
+def test_build_tags_reach_go_build(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_bin = isolated / "bin"
+    calls = isolated / "calls"
+    fake = _exe(fake_bin / "go")
+    # Records each invocation; `build ... -o FILE PKG` creates FILE, as go would.
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {calls}\n'
+        'if [ "$1" = env ]; then echo go1.26.7; exit 0; fi\n'
+        'prev=""; for a in "$@"; do [ "$prev" = -o ] && : > "$a"; prev="$a"; done\n'
+    )
+    monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}/usr/bin:/bin")
+    src = isolated / "src"
+    (src / "m").mkdir(parents=True)
+    (src / "m" / "go.mod").write_text("module m\n")
+    monkeypatch.setenv(binaries.SOURCE_ENV, str(src))
+    tagged = binaries.Component(
+        name="t", version="v1", module_dir="m", packages={"t": "m/cmd/t"}, tags=("a", "b")
+    )
+    plain = binaries.Component(name="p", version="v1", module_dir="m", packages={"p": "m/p"})
+    binaries.build_component(tagged, log=lambda _: None)
+    binaries.build_component(plain, log=lambda _: None)
+    builds = [line.split() for line in calls.read_text().splitlines() if line.startswith("build")]
+    assert len(builds) == 2
+    assert builds[0][builds[0].index("-tags") + 1] == "a,b"
+    assert "-tags" not in builds[1]
+    assert (binaries.component_dir(tagged) / "t").is_file()
 
 
 def test_cert_manager_is_on_demand_pinned_and_prebuilt_by_the_test_script() -> None:
