@@ -6,8 +6,11 @@ Reports: watch events per second through decode + transform + store + handler, f
 updates (a status change of a cached pod), the updates with and without the projection taking
 unchanged fields from the cached version (``projector(reuse=...)``), in the same run; the cost
 per event split into JSON decode and projection; bytes of memory per cached pod with and without
-projection (tracemalloc, realistic KubeRay worker pods of ~6 KB JSON); and the work queue's
-overhead per item (add + get + done). Writes bench-results/runtime.json.
+projection (tracemalloc, realistic KubeRay worker pods of ~6 KB JSON); bytes per cached
+RayCluster and head Service (the two kinds cached whole, one each per cluster: the scale
+benchmark's clusters as the apiserver returns them once ready), raw and as the informer keeps
+them (short strings interned); and the work queue's overhead per item (add + get + done).
+Writes bench-results/runtime.json.
 """
 
 from __future__ import annotations
@@ -25,9 +28,20 @@ from typing import Any
 
 import orjson
 
+from kuberay.builders import service as svcb
+from kuberay.builders.options import BuildOptions
+from kuberay.devenv.testing import small_raycluster
 from kuberay.runtime.client import PODS
 from kuberay.runtime.informer import Handler, Informer
-from kuberay.runtime.store import POD_FIELDS, Store, index_by_label, projector, strip_managed_fields
+from kuberay.runtime.store import (
+    POD_FIELDS,
+    Store,
+    Transform,
+    index_by_label,
+    interned,
+    projector,
+    strip_managed_fields,
+)
 from kuberay.runtime.workqueue import WorkQueue
 
 
@@ -225,8 +239,74 @@ def worker_pod(i: int) -> dict[str, Any]:
     }
 
 
+def ready_raycluster(i: int) -> dict[str, Any]:
+    """Cluster ``i`` of the scale benchmark (one worker) as the apiserver lists it once ready:
+    server-set metadata and the status the operator writes."""
+    rc = small_raycluster(f"rc-{i}", 1)
+    rc["metadata"].update(
+        namespace="bench",
+        uid=f"6f1c2d3e-0000-4000-8000-{i:012d}",
+        resourceVersion=str(100000 + 7 * i),
+        generation=1,
+        creationTimestamp=f"2026-12-04T10:{i // 60 % 60:02d}:{i % 60:02d}Z",
+    )
+    stamp = f"2026-12-04T10:{(i // 60 + 1) % 60:02d}:{i % 60:02d}Z"
+    rc["status"] = {
+        "state": "ready",
+        "readyWorkerReplicas": 1,
+        "availableWorkerReplicas": 1,
+        "desiredWorkerReplicas": 1,
+        "minWorkerReplicas": 0,
+        "maxWorkerReplicas": 100000,
+        "desiredCPU": "200m",
+        "desiredMemory": "256Mi",
+        "desiredGPU": "0",
+        "desiredTPU": "0",
+        "lastUpdateTime": stamp,
+        "stateTransitionTimes": {"ready": stamp},
+        "endpoints": {
+            "client": "10001",
+            "dashboard": "8265",
+            "gcs-server": "6379",
+            "metrics": "8080",
+        },
+        "head": {
+            "podIP": f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}",
+            "serviceIP": f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}",
+            "podName": f"rc-{i}-head-{i:05x}",
+            "serviceName": f"rc-{i}-head-svc",
+        },
+        "observedGeneration": 1,
+    }
+    return rc
+
+
+def head_service(i: int) -> dict[str, Any]:
+    """The head Service the operator makes for ``ready_raycluster(i)``, as the apiserver lists
+    it (headless, server-set fields)."""
+    svc = svcb.build_head_service(ready_raycluster(i), BuildOptions())
+    svc["metadata"].update(
+        uid=f"7a2b3c4d-0000-4000-8000-{i:012d}",
+        resourceVersion=str(100001 + 7 * i),
+        creationTimestamp=f"2026-12-04T10:{i // 60 % 60:02d}:{i % 60:02d}Z",
+    )
+    svc["spec"].update(
+        clusterIPs=[svc["spec"].get("clusterIP", "None")],
+        ipFamilies=["IPv4"],
+        ipFamilyPolicy="SingleStack",
+        internalTrafficPolicy="Cluster",
+        sessionAffinity="None",
+        type=svc["spec"].get("type", "ClusterIP"),
+    )
+    svc["status"] = {"loadBalancer": {}}
+    return svc
+
+
 def memory_per_pod(lines: list[bytes], project: bool) -> float:
-    transform = projector(POD_FIELDS) if project else None
+    return memory_per_object(lines, projector(POD_FIELDS) if project else None)
+
+
+def memory_per_object(lines: list[bytes], transform: Transform | None) -> float:
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
@@ -238,9 +318,9 @@ def memory_per_pod(lines: list[bytes], project: bool) -> float:
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    per_pod = (after - before) / len(lines)
+    per_object = (after - before) / len(lines)
     del store
-    return per_pod
+    return per_object
 
 
 class _FeedClient:
@@ -321,6 +401,12 @@ def main() -> int:
     updates = [orjson.dumps({"type": "MODIFIED", "object": status_update(p)}) for p in pods]
     json_size = sum(len(orjson.dumps(p)) for p in pods) / len(pods)
     del pods
+    clusters = [
+        orjson.dumps({"type": "ADDED", "object": ready_raycluster(i)}) for i in range(args.pods)
+    ]
+    services = [
+        orjson.dumps({"type": "ADDED", "object": head_service(i)}) for i in range(args.pods)
+    ]
     adds = best_of(args.repeat, lambda: watch_throughput(lines))
     reused = best_of(args.repeat, lambda: watch_throughput(updates, first=lines))
     fresh = best_of(args.repeat, lambda: watch_throughput(updates, first=lines, reuse=False))
@@ -330,6 +416,11 @@ def main() -> int:
         "pod_json_bytes": round(json_size),
         "bytes_per_cached_pod_full": round(memory_per_pod(lines, project=False)),
         "bytes_per_cached_pod_projected": round(memory_per_pod(lines, project=True)),
+        "raycluster_json_bytes": round(sum(map(len, clusters)) / len(clusters)),
+        "bytes_per_cached_raycluster_raw": round(memory_per_object(clusters, None)),
+        "bytes_per_cached_raycluster": round(memory_per_object(clusters, interned)),
+        "bytes_per_cached_head_service_raw": round(memory_per_object(services, None)),
+        "bytes_per_cached_head_service": round(memory_per_object(services, interned)),
         "watch_events_per_second": round(adds),
         "watch_updates_per_second": round(reused),
         "watch_updates_per_second_without_reuse": round(fresh),
@@ -348,6 +439,12 @@ def main() -> int:
     print(
         f"| **memory per cached pod, projected** | **{result['bytes_per_cached_pod_projected']} B** (goal <= 8192; Go operators 20-35 KB) |"
     )
+    for kind, key in (("RayCluster", "raycluster"), ("head Service", "head_service")):
+        raw, kept = result[f"bytes_per_cached_{key}_raw"], result[f"bytes_per_cached_{key}"]
+        print(
+            f"| memory per cached {kind}, raw / as the informer keeps it (strings interned) | "
+            f"{raw} B / **{kept} B** ({kept / raw:.2f}x) |"
+        )
     print(
         f"| watch adds processed (decode+project+store+handler) | {result['watch_events_per_second']}/s |"
     )

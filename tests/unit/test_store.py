@@ -5,6 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import orjson
+
+from kuberay.api.constants import RAYCLUSTERS
 from kuberay.runtime.client import PODS
 from kuberay.runtime.informer import Informer
 from kuberay.runtime.store import POD_FIELDS, Sharer, Store, index_by_label, project, projector
@@ -169,3 +172,22 @@ def test_the_informer_hands_its_transform_the_cached_version() -> None:
     assert updated is not None
     assert updated["spec"]["containers"] is cached["spec"]["containers"]
     assert updated["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:09Z"
+
+
+def test_an_informer_without_projection_interns_strings_and_shares_nothing_else() -> None:
+    inf = Informer(object(), RAYCLUSTERS)  # type: ignore[arg-type]
+    # Decoded separately, as two watch events would be: equal strings are distinct objects.
+    raw = orjson.dumps(_obj("rc", "1", labels={"team": "ml-platform-" + "x" * 20}))
+    for i in range(2):
+        event = orjson.loads(raw.replace(b'"rc"', b'"rc-%d"' % i))
+        event["spec"] = {"headGroupSpec": {"template": {"spec": {"containers": []}}}}
+        inf._apply("ADDED", event)
+    a, b = inf.store.get("a/rc-0"), inf.store.get("a/rc-1")
+    assert a is not None
+    assert b is not None
+    assert a["metadata"]["labels"]["team"] is b["metadata"]["labels"]["team"]
+    # Only strings: a dict changed in place by mistake changes one cached object, not all.
+    assert a["metadata"]["labels"] is not b["metadata"]["labels"]
+    assert a["spec"]["headGroupSpec"] is not b["spec"]["headGroupSpec"]
+    assert a["metadata"]["name"] == "rc-0"
+    assert b["metadata"]["name"] == "rc-1"

@@ -16,6 +16,9 @@ Invariants and failure modes:
   the watch delivers a version at least as new, ``get`` returns that answer and ``is_fresh`` is
   False (see ``runtime.freshness``). The store itself only holds what the server sent: the
   watch's objects, or a write's answer in place of exactly the version that write replaced.
+- What reaches the store is stripped of ``managedFields`` and then transformed: by the
+  informer's ``transform`` (a projection), or else only with its short strings interned
+  (``store.interned``), so every cache is lean, projected or not.
 - A cluster-wide informer given ``namespaces`` (a set) keeps only objects of those namespaces:
   every other one is dropped before it reaches the store or a handler, while its
   resourceVersion still advances the watch. One such informer stands in for one informer per
@@ -36,7 +39,15 @@ from typing import Any
 from kuberay.runtime.client import METADATA_LIST, METADATA_ONLY, KubeClient, Resource
 from kuberay.runtime.errors import ApiError, Gone, WatchStalled
 from kuberay.runtime.freshness import MinResourceVersionTracker, resource_version
-from kuberay.runtime.store import IndexFunc, Obj, Store, Transform, object_key, strip_managed_fields
+from kuberay.runtime.store import (
+    IndexFunc,
+    Obj,
+    Store,
+    Transform,
+    interned,
+    object_key,
+    strip_managed_fields,
+)
 
 log = logging.getLogger("kuberay.runtime.informer")
 
@@ -255,7 +266,7 @@ class Informer:
             obj.setdefault("apiVersion", self.resource.api_version)
             obj["kind"] = self.resource.kind
         if self.transform is None:
-            return obj
+            return interned(obj)
         # The cached version lets the transform keep what did not change (see store.project).
         return self.transform(obj, self.store.get(key or object_key(obj)))
 
