@@ -10,8 +10,10 @@
         # first use) at its default concurrency (1) and at 10, in one run, one table
 
 Operators (--operators NAME[:CONCURRENCY],...; default ``ours``): ``ours`` (concurrency
---concurrency unless given) and ``go`` (default 1, upstream's). Each config runs alone on the
-plane (started, every phase from 2 on, stopped, its namespaces gone) and the configs take turns
+--concurrency unless given) and ``go`` (default 1, upstream's). Each config runs alone on a
+plane of its own (started, every phase from 2 on, stopped), as does each ceiling: a plane that
+has just deleted thousands of pods is measurably slower, which on one shared plane
+(--shared-plane) favoured whatever ran first, the ceiling. The configs take turns
 --runs times (ours, go, go:10, ours, go, ...); the table shows the median per figure, one column
 per config and ``ours / best Go`` (the Go config with the higher pods Ready/s). Both get the
 same client limits (--qps 1000 --burst 2000). On this benchmark's own plane each operator runs
@@ -48,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -55,7 +58,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -763,10 +766,7 @@ async def clear_workloads(kube: KubeClient, timeout: float) -> None:
 
 async def run_operator(
     args: argparse.Namespace,
-    kube: KubeClient,
-    kubeconfig: Path,
-    plane: Plane | None,
-    workdir: Path,
+    st: Stage,
     cfg: OperatorConfig,
     run: int,
     ceilings: dict[str, Any],
@@ -774,6 +774,7 @@ async def run_operator(
     """One operator alone on the plane: start it, every size, fairness and churn if asked,
     stop it. On this benchmark's own plane it runs as its own ServiceAccount and its requests
     are read from the apiserver's audit log."""
+    kube, kubeconfig, plane, workdir = st.kube, st.kubeconfig, st.plane, st.workdir
     audit = None
     if plane is not None:
         kubeconfig = await operator_identity(kube, plane, workdir, cfg)
@@ -834,36 +835,87 @@ async def run_operator(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        await clear_workloads(kube, args.timeout)
+        if not st.fresh:
+            await clear_workloads(kube, args.timeout)
     return result
 
 
-async def run_all(
-    args: argparse.Namespace, kubeconfig: Path, plane: Plane | None, workdir: Path
-) -> dict[str, Any]:
-    configs = parse_operators(args.operators, args.concurrency)
-    result: dict[str, Any] = {"inputs": {k: v for k, v in vars(args).items() if k != "out"}}
+@dataclasses.dataclass
+class Stage:
+    """Where one phase runs: its client, kubeconfig, plane (None with --kubeconfig) and work
+    directory (the audit log and the operator's log)."""
+
+    kube: KubeClient
+    kubeconfig: Path
+    plane: Plane | None
+    workdir: Path
+    fresh: bool
+
+
+def bench_client(kubeconfig: Path) -> KubeClient:
     config = load_kubeconfig(kubeconfig)
     config.qps = 0
     config.max_connections = 100
-    async with KubeClient(config, user_agent="bench-scale") as kube:
-        await install_crds(kube)
-        if plane is not None and not args.no_ceiling:
+    return KubeClient(config, user_agent="bench-scale")
+
+
+@contextlib.asynccontextmanager
+async def fresh_stage(args: argparse.Namespace, workdir: Path) -> AsyncIterator[Stage]:
+    """A new plane for one phase, stopped after it. Every phase starts from the same state:
+    a plane that has just created and deleted thousands of pods is measurably slower (etcd
+    history, the watch cache, the controllers' queues), so on one shared plane the first
+    phase, the ceiling, ran on a cleaner plane than every operator after it."""
+    workdir.mkdir()
+    with bench_plane(workdir, args.nodes, audit=True) as plane:
+        async with bench_client(plane.kubeconfig) as kube:
+            await install_crds(kube)
+            yield Stage(kube, plane.kubeconfig, plane, workdir, fresh=True)
+
+
+async def run_all(
+    args: argparse.Namespace, kubeconfig: Path | None, plane: Plane | None, workdir: Path
+) -> dict[str, Any]:
+    """Every phase. ``kubeconfig`` None: each ceiling and each operator run gets a plane of
+    its own (fresh_stage); otherwise they all share that cluster (and ``plane``, if it is this
+    benchmark's own), taking turns with a cleanup between them."""
+    configs = parse_operators(args.operators, args.concurrency)
+    result: dict[str, Any] = {"inputs": {k: v for k, v in vars(args).items() if k != "out"}}
+    result["planes"] = 0
+    async with contextlib.AsyncExitStack() as stack:
+        shared: Stage | None = None
+        if kubeconfig is not None:
+            kube = await stack.enter_async_context(bench_client(kubeconfig))
+            await install_crds(kube)
+            shared = Stage(kube, kubeconfig, plane, workdir, fresh=False)
+
+        @contextlib.asynccontextmanager
+        async def stage() -> AsyncIterator[Stage]:
+            if shared is not None:
+                yield shared
+                return
+            result["planes"] += 1
+            async with fresh_stage(args, workdir / f"plane-{result['planes']}") as st:
+                yield st
+
+        own_plane = shared is None or shared.plane is not None
+        if own_plane and not args.no_ceiling:
             n, m = (int(x) for x in (args.sizes.split(",")[-1] or "200x10").split("x"))
             pods = args.ceiling_pods or n * (m + 1)
-            cpu0 = plane_cpu(plane)
-            result["ceiling"] = await ceiling(
-                plane, pods, 64, args.timeout, lambda i: operator_shaped_pod(i, m)
-            )
-            result["ceiling"]["plane_cpu_s"] = plane_cpu(plane, cpu0)
-            print(f"ceiling: {result['ceiling']}", flush=True)
+            async with stage() as st:
+                assert st.plane is not None
+                cpu0 = plane_cpu(st.plane)
+                result["ceiling"] = await ceiling(
+                    st.plane, pods, 64, args.timeout, lambda i: operator_shaped_pod(i, m)
+                )
+                result["ceiling"]["plane_cpu_s"] = plane_cpu(st.plane, cpu0)
+                print(f"ceiling: {result['ceiling']}", flush=True)
+                if not st.fresh:
+                    await Bench(st.kube, 0, 0, args.timeout).delete_namespace("bench-ceiling")
             if args.ceiling_services:
                 # The same pods again, now with each cluster's head Service in place: the
                 # endpoint controllers and the scheduler's spreading match every pod event
                 # against every Service selector in the namespace, a cost any operator's
                 # clusters bring with them.
-                await Bench(kube, 0, 0, args.timeout).delete_namespace("bench-ceiling")
-
                 async def services(client: KubeClient, ns: str) -> None:
                     sem = asyncio.Semaphore(32)
 
@@ -873,25 +925,36 @@ async def run_all(
 
                     await asyncio.gather(*(one(k) for k in range(pods // (m + 1))))
 
-                cpu0 = plane_cpu(plane)
-                result["ceiling_with_services"] = await ceiling(
-                    plane, pods, 64, args.timeout, lambda i: operator_shaped_pod(i, m), services
-                )
-                result["ceiling_with_services"]["plane_cpu_s"] = plane_cpu(plane, cpu0)
-                print(f"ceiling with services: {result['ceiling_with_services']}", flush=True)
-            # Wait for the ceiling's pods to be gone: their deletion would load the first size.
-            await Bench(kube, 0, 0, args.timeout).delete_namespace("bench-ceiling")
+                async with stage() as st:
+                    assert st.plane is not None
+                    cpu0 = plane_cpu(st.plane)
+                    result["ceiling_with_services"] = await ceiling(
+                        st.plane,
+                        pods,
+                        64,
+                        args.timeout,
+                        lambda i: operator_shaped_pod(i, m),
+                        services,
+                    )
+                    result["ceiling_with_services"]["plane_cpu_s"] = plane_cpu(st.plane, cpu0)
+                    print(f"ceiling with services: {result['ceiling_with_services']}", flush=True)
+                    if not st.fresh:
+                        # Its pods' deletion would load the first size.
+                        await Bench(st.kube, 0, 0, args.timeout).delete_namespace("bench-ceiling")
         runs: dict[str, list[dict[str, Any]]] = {c.label: [] for c in configs}
         for k, cfg in run_order(configs, args.runs):
-            try:
-                r = await run_operator(args, kube, kubeconfig, plane, workdir, cfg, k, result)
-            except Exception as exc:
-                if len(configs) == 1 and args.runs == 1:
-                    raise
-                # One config failing (a timeout at a size) must not lose the others' figures.
-                print(f"{cfg.label} run {k} failed: {exc!r}", flush=True)
-                r = {"operator": cfg.label, "run": k, "error": repr(exc)}
-                await clear_workloads(kube, args.timeout)
+            async with stage() as st:
+                try:
+                    r = await run_operator(args, st, cfg, k, result)
+                except Exception as exc:
+                    if len(configs) == 1 and args.runs == 1:
+                        raise
+                    # One config failing (a timeout at a size) must not lose the others'
+                    # figures.
+                    print(f"{cfg.label} run {k} failed: {exc!r}", flush=True)
+                    r = {"operator": cfg.label, "run": k, "error": repr(exc)}
+                    if not st.fresh:
+                        await clear_workloads(st.kube, args.timeout)
             runs[cfg.label].append(r)
     result["operators"] = {
         c.label: {
@@ -1078,6 +1141,12 @@ def main() -> int:
         "--runs", type=int, default=1, help="runs of every operator, interleaved (median shown)"
     )
     parser.add_argument("--kubeconfig", type=Path, default=None, help="use an existing cluster")
+    parser.add_argument(
+        "--shared-plane",
+        action="store_true",
+        help="run every phase on one plane, taking turns; by default each ceiling and each "
+        "operator run gets a plane of its own, so that none runs after another's deletions",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-results/scale.json"))
     args = parser.parse_args()
     try:
@@ -1094,9 +1163,11 @@ def main() -> int:
         workdir = Path(tmp)
         if args.kubeconfig:
             result = asyncio.run(run_all(args, args.kubeconfig, None, workdir))
-        else:
+        elif args.shared_plane:
             with bench_plane(workdir, args.nodes, audit=True) as plane:
                 result = asyncio.run(run_all(args, plane.kubeconfig, plane, workdir))
+        else:
+            result = asyncio.run(run_all(args, None, None, workdir))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str))
     if len(configs) == 1:

@@ -36,6 +36,8 @@ def test_scale_benchmark_smoke(tmp_path: Path) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=540, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
+    # Each ceiling and the operator's run had a plane of their own.
+    assert result["planes"] == 3
     assert result["ceiling"]["pods"] == 12
     assert result["ceiling_with_services"]["ceiling_pods_per_second"] > 0
     size = result["sizes"][0]
