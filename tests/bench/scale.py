@@ -58,7 +58,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -840,6 +840,9 @@ async def run_operator(
     return result
 
 
+Prepare = Callable[[KubeClient, str], Awaitable[None]]
+
+
 @dataclasses.dataclass
 class Stage:
     """Where one phase runs: its client, kubeconfig, plane (None with --kubeconfig) and work
@@ -901,16 +904,26 @@ async def run_all(
         if own_plane and not args.no_ceiling:
             n, m = (int(x) for x in (args.sizes.split(",")[-1] or "200x10").split("x"))
             pods = args.ceiling_pods or n * (m + 1)
-            async with stage() as st:
-                assert st.plane is not None
-                cpu0 = plane_cpu(st.plane)
-                result["ceiling"] = await ceiling(
-                    st.plane, pods, 64, args.timeout, lambda i: operator_shaped_pod(i, m)
-                )
-                result["ceiling"]["plane_cpu_s"] = plane_cpu(st.plane, cpu0)
-                print(f"ceiling: {result['ceiling']}", flush=True)
-                if not st.fresh:
-                    await Bench(st.kube, 0, 0, args.timeout).delete_namespace("bench-ceiling")
+
+            async def measure(key: str, prepare: Prepare | None = None) -> None:
+                async with stage() as st:
+                    assert st.plane is not None
+                    cpu0 = plane_cpu(st.plane)
+                    result[key] = await ceiling(
+                        st.plane,
+                        pods,
+                        64,
+                        args.timeout,
+                        lambda i: operator_shaped_pod(i, m),
+                        prepare,
+                    )
+                    result[key]["plane_cpu_s"] = plane_cpu(st.plane, cpu0)
+                    print(f"{key.replace('_', ' ')}: {result[key]}", flush=True)
+                    if not st.fresh:
+                        # Its pods' deletion would load the next phase.
+                        await Bench(st.kube, 0, 0, args.timeout).delete_namespace("bench-ceiling")
+
+            await measure("ceiling")
             if args.ceiling_services:
                 # The same pods again, now with each cluster's head Service in place: the
                 # endpoint controllers and the scheduler's spreading match every pod event
@@ -925,22 +938,7 @@ async def run_all(
 
                     await asyncio.gather(*(one(k) for k in range(pods // (m + 1))))
 
-                async with stage() as st:
-                    assert st.plane is not None
-                    cpu0 = plane_cpu(st.plane)
-                    result["ceiling_with_services"] = await ceiling(
-                        st.plane,
-                        pods,
-                        64,
-                        args.timeout,
-                        lambda i: operator_shaped_pod(i, m),
-                        services,
-                    )
-                    result["ceiling_with_services"]["plane_cpu_s"] = plane_cpu(st.plane, cpu0)
-                    print(f"ceiling with services: {result['ceiling_with_services']}", flush=True)
-                    if not st.fresh:
-                        # Its pods' deletion would load the first size.
-                        await Bench(st.kube, 0, 0, args.timeout).delete_namespace("bench-ceiling")
+                await measure("ceiling_with_services", services)
         runs: dict[str, list[dict[str, Any]]] = {c.label: [] for c in configs}
         for k, cfg in run_order(configs, args.runs):
             async with stage() as st:
