@@ -1182,10 +1182,20 @@ class RayClusterReconciler:
         if error is not None and error.stall:
             new["reason"] = error.message
         if error is None and st.status_changed(cluster.get("status"), new):
-            held = st.status_write_delay(cluster.get("status"), new, time.time())
+            held = st.status_write_delay(
+                cluster.get("status"), new, time.time(), self._status_pace()
+            )
             if held > 0:
                 return False, held
         return await self._write_status(cluster, new), 0.0
+
+    def _status_pace(self) -> float:
+        """The progress-write pace for the controller's present backlog (``status_pace``);
+        the base pace when no controller is wired in (a reconciler driven directly)."""
+        ctrl = self.controller
+        if ctrl is None:
+            return st.STATUS_PACE_SECONDS
+        return st.status_pace(ctrl.queue.depth, ctrl.concurrency)
 
     async def _write_status(self, cluster: Obj, new: Obj) -> bool:
         """Writes ``new`` as the cluster's status when it differs (resourceVersion-guarded, so

@@ -17,12 +17,17 @@ Invariants and failure modes:
   cluster is never written (no status churn, no 409 storms).
 - Beyond upstream, progress is paced (``status_write_delay``): a change of nothing but the
   counters of ready/available workers, head and endpoint details, the ``HeadPodReady``
-  condition and the provisioning message is written at most once per ``STATUS_PACE_SECONDS``
-  after the previous write; the caller requeues for the rest and then writes what holds then.
-  The first status, every ``state`` or ``reason`` change, every spec-driven field and every
-  other condition (failures, suspension, provisioned) is written at once. A cluster that becomes
-  ready within the pace thus takes two writes (created, ready), as upstream's usually does under
-  load, instead of one per pod that became ready; no change waits longer than the pace.
+  condition and the provisioning message is written at most once per pace after the previous
+  write; the caller requeues for the rest and then writes what holds then. The first status,
+  every ``state`` or ``reason`` change, every spec-driven field and every other condition
+  (failures, suspension, provisioned) is written at once. A cluster that becomes ready within
+  the pace thus takes two writes (created, ready), as upstream's usually does under load,
+  instead of one per pod that became ready.
+- The pace (``status_pace``) is ``STATUS_PACE_SECONDS`` while the controller keeps up, and grows
+  with its backlog (keys waiting per worker) up to ``STATUS_PACE_MAX_SECONDS``: when a thousand
+  clusters start at once, their counters would be stale again before anyone reads them, and
+  each write costs the plane that is making their pods. No change waits longer than
+  ``STATUS_PACE_MAX_SECONDS``; a change of state, reason or any other condition never waits.
 """
 
 from __future__ import annotations
@@ -409,6 +414,7 @@ def _is_true(cond: Obj | None) -> bool:
 _IGNORED = ("lastUpdateTime", "observedGeneration")
 
 STATUS_PACE_SECONDS = 5.0
+STATUS_PACE_MAX_SECONDS = 30.0
 # Fields whose change alone is progress, paced by ``status_write_delay``.
 _PROGRESS_FIELDS = frozenset(
     {"readyWorkerReplicas", "availableWorkerReplicas", "head", "endpoints", "conditions"}
@@ -436,6 +442,23 @@ def _progress_only_conditions(old: list[Obj], new: list[Obj]) -> bool:
         if not (provisioning and same_but_message):
             return False
     return True
+
+
+def status_pace(
+    backlog: int,
+    workers: int,
+    base: float = STATUS_PACE_SECONDS,
+    ceiling: float = STATUS_PACE_MAX_SECONDS,
+) -> float:
+    """The pace for progress-only writes given the controller's ``backlog`` (keys waiting in its
+    queue) and its number of ``workers``: ``base`` while at most one key waits per worker,
+    ``base`` times the keys per worker beyond that, never above ``ceiling`` (nor below
+    ``base``). A deep queue means every reconcile comes late anyway, so fresher counters would
+    be stale on arrival; the writes they cost go to the pods instead."""
+    if base <= 0:
+        return 0.0
+    per_worker = max(0, backlog) / max(1, workers)
+    return max(base, min(ceiling, base * per_worker))
 
 
 def status_write_delay(

@@ -399,3 +399,32 @@ def test_status_write_delay(
 
 def test_status_pace_zero_never_holds() -> None:
     assert st.status_write_delay(_base(), _with(readyWorkerReplicas=1), T0, pace=0) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("backlog", "workers", "want"),
+    [
+        (0, 8, st.STATUS_PACE_SECONDS),  # idle
+        (8, 8, st.STATUS_PACE_SECONDS),  # one key per worker: keeping up
+        (16, 8, 2 * st.STATUS_PACE_SECONDS),  # two per worker: twice the pace
+        (20, 8, 2.5 * st.STATUS_PACE_SECONDS),
+        (1000, 8, st.STATUS_PACE_MAX_SECONDS),  # a burst: capped
+        (3, 0, 3 * st.STATUS_PACE_SECONDS),  # no workers counts as one
+        (-1, 8, st.STATUS_PACE_SECONDS),
+    ],
+    ids=["idle", "keeping-up", "double", "fraction", "capped", "zero-workers", "negative"],
+)
+def test_status_pace_grows_with_backlog(backlog: int, workers: int, want: float) -> None:
+    assert st.status_pace(backlog, workers) == pytest.approx(want)
+
+
+def test_status_pace_bounds() -> None:
+    assert st.status_pace(1000, 1, base=0) == 0.0  # pacing off stays off
+    assert st.status_pace(1000, 1, base=40.0, ceiling=30.0) == 40.0  # never below the base
+    # A paced write under a deep backlog waits for the longer pace, then goes.
+    pace = st.status_pace(1000, 8)
+    new = _with(readyWorkerReplicas=3)
+    assert st.status_write_delay(_base(), new, T0 + 10, pace) == pytest.approx(pace - 10)
+    assert st.status_write_delay(_base(), new, T0 + pace, pace) == 0.0
+    # A state change is written at once whatever the backlog.
+    assert st.status_write_delay(_base(), _with(state="ready"), T0 + 1, pace) == 0.0

@@ -274,3 +274,24 @@ async def test_a_cluster_managed_elsewhere_is_left_alone() -> None:
     r.clusters.informers[0].store.upsert(other)
     assert await r.reconcile(Request("ns", "rc")) is None
     assert (client.calls, recorder.events) == ([], [])
+
+
+def test_status_pace_follows_the_controllers_backlog() -> None:
+    """The progress-write pace is read from the wired controller's queue at each decision."""
+    from kuberay.controllers import raycluster_status as st
+    from kuberay.runtime.controller import Controller
+
+    async def noop(req: Request) -> None:
+        return None
+
+    r = reconciler()
+    assert r._status_pace() == st.STATUS_PACE_SECONDS  # no controller: the base pace
+    ctrl = Controller("raycluster", noop, concurrency=4)
+    r.controller = ctrl
+    assert r._status_pace() == st.STATUS_PACE_SECONDS
+    for i in range(12):
+        ctrl.queue.add(f"ns/rc-{i}")
+    assert r._status_pace() == pytest.approx(3 * st.STATUS_PACE_SECONDS)
+    for i in range(12, 400):
+        ctrl.queue.add(f"ns/rc-{i}")
+    assert r._status_pace() == st.STATUS_PACE_MAX_SECONDS
