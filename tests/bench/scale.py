@@ -75,6 +75,8 @@ from scale_report import (
     median_result,
     parse_audit,
     parse_operators,
+    percentile,
+    pod_timeline,
     run_order,
 )
 
@@ -198,13 +200,6 @@ def diff(after: dict[Any, float], before: dict[Any, float]) -> dict[Any, float]:
     return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    values = sorted(values)
-    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
-
-
 class Bench:
     def __init__(
         self,
@@ -298,22 +293,27 @@ class Bench:
 
     async def count_pods_watch(
         self, ns: str | None, total: int, started: float, spaces: frozenset[str] = frozenset()
-    ) -> tuple[float, float]:
+    ) -> tuple[float, float, dict[str, Any]]:
         """Seconds until every pod exists, and until every pod is Running+Ready (the same
-        end point as the ceiling's, so the two rates compare). With ``ns`` None it watches
-        every namespace and counts the pods of ``spaces`` only."""
-        seen: set[str] = set()
-        ready: set[str] = set()
+        end point as the ceiling's, so the two rates compare), and the pods' timeline
+        (``scale_report.pod_timeline``: when each was first seen, bound, Ready). With ``ns``
+        None it watches every namespace and counts the pods of ``spaces`` only."""
+        seen: dict[str, float] = {}
+        bound: dict[str, float] = {}
+        ready: dict[str, float] = {}
         exist_s = 0.0
 
         def note(pod: dict[str, Any]) -> None:
             if ns is None and pod["metadata"]["namespace"] not in spaces:
                 return
             name = object_key(pod, ns)
-            seen.add(name)
+            now = time.monotonic() - started
+            seen.setdefault(name, now)
+            if (pod.get("spec") or {}).get("nodeName"):
+                bound.setdefault(name, now)
             conditions = (pod.get("status") or {}).get("conditions") or []
             if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
-                ready.add(name)
+                ready.setdefault(name, now)
 
         rv = (await list_retrying(self.kube, ns))["metadata"]["resourceVersion"]
         while True:
@@ -328,7 +328,7 @@ class Bench:
                     if not exist_s and len(seen) >= total:
                         exist_s = time.monotonic() - started
                     if len(ready) >= total:
-                        return exist_s, time.monotonic() - started
+                        return exist_s, time.monotonic() - started, pod_timeline(seen, bound, ready)
             listed = await list_retrying(self.kube, ns)
             for pod in listed["items"]:
                 note(pod)
@@ -336,7 +336,7 @@ class Bench:
             if not exist_s and len(seen) >= total:
                 exist_s = time.monotonic() - started
             if len(ready) >= total:
-                return exist_s, time.monotonic() - started
+                return exist_s, time.monotonic() - started, pod_timeline(seen, bound, ready)
 
     async def delete_namespace(self, ns: str) -> None:
         """Deletes the RayClusters first (or the operator recreates heads while the namespace
@@ -414,7 +414,7 @@ class Bench:
         await asyncio.gather(*(make(i) for i in range(n)))
         names = {f"rc-{i}" if ns else f"{space(i)}/rc-{i}" for i in range(n)}
         ready = await self.wait_all_ready(ns, names)
-        exist, pods_ready = await asyncio.wait_for(counter, self.timeout)
+        exist, pods_ready, timeline = await asyncio.wait_for(counter, self.timeout)
         cpu_busy = plane_cpu(self.plane, cpu0)
         server = diff(await apiserver_requests(self.kube), server_before)
         await asyncio.sleep(5)  # steady state
@@ -457,6 +457,7 @@ class Bench:
             "status_writes_per_cluster": round(status_writes / n, 2),
             "reconciles_per_cluster": round(reconciles / n, 2),
             "plane_cpu_s": cpu_busy,
+            "timeline": timeline,
             # All clients (operator, scheduler, KWOK, controller-manager, this benchmark):
             # where the apiserver's work came from, per cluster, until every pod was Ready.
             "apiserver_requests_per_cluster": {
@@ -556,11 +557,11 @@ class Bench:
             "big_cluster_workers": big_workers,
             "big_cluster_ready_s": round(big_total, 1),
             "small_clusters": small,
-            "idle_p50_s": round(pct(idle, 0.5), 2),
-            "idle_p99_s": round(pct(idle, 0.99), 2),
-            "busy_p50_s": round(pct(busy, 0.5), 2),
-            "busy_p99_s": round(pct(busy, 0.99), 2),
-            "p99_penalty_s": round(pct(busy, 0.99) - pct(idle, 0.99), 2),
+            "idle_p50_s": round(percentile(idle, 0.5), 2),
+            "idle_p99_s": round(percentile(idle, 0.99), 2),
+            "busy_p50_s": round(percentile(busy, 0.5), 2),
+            "busy_p99_s": round(percentile(busy, 0.99), 2),
+            "p99_penalty_s": round(percentile(busy, 0.99) - percentile(idle, 0.99), 2),
             "busy_operator_cpu_s": round(p1["cpu"] - p0["cpu"], 2),
         }
         if busy_audit is not None:
@@ -1012,6 +1013,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {tag}: operator RSS peak / steady / per pod | {r['operator_peak_rss_mib']} / {r['operator_steady_rss_mib']} MiB / {r['rss_per_pod_kib']} KiB |",
             f"| {tag}: 409 conflicts, status writes per cluster, reconciles per cluster | {r['conflicts_409']}, {r['status_writes_per_cluster']}, {r.get('reconciles_per_cluster', '-')} |",
             f"| {tag}: plane CPU s until all Ready | {_cpu(r.get('plane_cpu_s') or {})} |",
+            f"| {tag}: pod timeline | {', '.join(f'{k}={v}' for k, v in (r.get('timeline') or {}).items()) or '-'} |",
             f"| {tag}: apiserver requests per cluster, all clients | {', '.join(f'{k}={v}' for k, v in (r.get('apiserver_requests_per_cluster') or {}).items()) or '-'} |",
             f"| {tag}: operator requests per cluster | {', '.join(f'{k}={v}' for k, v in r['requests_per_cluster'].items())} |",
         ]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,6 +182,66 @@ def audit_figures(counts: Counter[tuple[str, str, int]], clusters: int) -> dict[
     }
 
 
+# ---------------------------------------------------------------------------------- timeline
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (0..1) of ``values``; 0 when there are none."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def pod_timeline(
+    created: Mapping[str, float],
+    bound: Mapping[str, float],
+    ready: Mapping[str, float],
+    window: float = 5.0,
+) -> dict[str, Any]:
+    """How pods moved through the plane, from the seconds (since the size started) at which the
+    benchmark's watch first saw each pod, first saw it bound to a node, and first saw it Ready.
+
+    Two operators that make the same pods in the same total time can still leave different
+    work to the plane: creates in bursts queue up behind the scheduler and KWOK, and the
+    pods then wait after they exist. ``create_rate_*`` is pods seen per second per ``window``
+    (the last, partial window left out), ``ready_lag_*`` the wait from seen to Ready,
+    ``bound_to_ready_*`` the part of it after binding (KWOK's share here), and
+    ``bound_not_ready_peak`` the most pods bound and not yet Ready at any one time."""
+    out: dict[str, Any] = {}
+    if created:
+        slots = [0] * (int(max(created.values()) // window) + 1)
+        for t in created.values():
+            slots[int(max(0.0, t) // window)] += 1
+        rates = [n / window for n in (slots[:-1] or slots)]
+        out["create_rate_per_s_median"] = round(statistics.median(rates), 1)
+        out["create_rate_per_s_max"] = round(max(rates), 1)
+    lags = [ready[k] - created[k] for k in ready if k in created]
+    waits = [ready[k] - bound[k] for k in ready if k in bound]
+    for name, values in (("ready_lag_s", lags), ("bound_to_ready_s", waits)):
+        out[f"{name}_p50"] = round(percentile(values, 0.5), 2)
+        out[f"{name}_p99"] = round(percentile(values, 0.99), 2)
+    # A sweep over bind (+1) and Ready (-1) moments; at equal times the Ready goes first.
+    moments = sorted(
+        [(t, 1) for t in bound.values()] + [(ready[k], -1) for k in ready if k in bound]
+    )
+    level = peak = 0
+    for _t, step in moments:
+        level += step
+        peak = max(peak, level)
+    out["bound_not_ready_peak"] = peak
+    return out
+
+
+TIMELINE_ROWS = (
+    ("create_rate_per_s_median", "pods created per second, median 5 s window"),
+    ("create_rate_per_s_max", "pods created per second, busiest 5 s window"),
+    ("ready_lag_s_p50", "pod seen -> Ready p50, s"),
+    ("ready_lag_s_p99", "pod seen -> Ready p99, s"),
+    ("bound_to_ready_s_p50", "pod bound -> Ready p50, s"),
+    ("bound_to_ready_s_p99", "pod bound -> Ready p99, s"),
+    ("bound_not_ready_peak", "pods bound, not yet Ready, peak"),
+)
+
+
 # ---------------------------------------------------------------------------------- medians
 def _number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
@@ -281,6 +341,7 @@ def _size_rows(tag: str, sizes: dict[str, dict[str, Any]]) -> list[tuple[str, di
         row("pods Ready per second / ceiling", lambda s: s.get("fraction_of_ceiling")),
         row("all pods Ready, s", lambda s: s.get("all_pods_ready_s")),
         row("all clusters ready, s", lambda s: s.get("all_ready_s")),
+        row("all pods exist, s", lambda s: s.get("all_pods_exist_s")),
         row("operator CPU, s", lambda s: s.get("operator_cpu_s")),
         row("operator peak RSS, MiB", lambda s: s.get("operator_peak_rss_mib")),
         row("RSS per pod above idle, KiB", lambda s: s.get("rss_per_pod_kib")),
@@ -299,6 +360,11 @@ def _size_rows(tag: str, sizes: dict[str, dict[str, Any]]) -> list[tuple[str, di
                 lambda s, v=verb: (audit(s).get("requests_per_cluster") or {}).get(v, 0),
             )
         )
+
+    def timeline(s: dict[str, Any]) -> dict[str, Any]:
+        return dict(s.get("timeline") or {})
+
+    rows += [row(f"  {name}", lambda s, k=key: timeline(s).get(k)) for key, name in TIMELINE_ROWS]
     rows += [
         row(
             "status writes per cluster (audit)", lambda s: audit(s).get("status_writes_per_cluster")

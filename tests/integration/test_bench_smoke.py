@@ -49,6 +49,10 @@ def test_scale_benchmark_smoke(tmp_path: Path) -> None:
     assert size["reconciles_per_cluster"] >= 1
     assert size["plane_cpu_s"]["kube-apiserver"] >= 0
     assert size["fraction_of_ceiling"] > 0
+    # Every pod was seen created before it was seen Ready, and bound while not yet Ready.
+    assert size["timeline"]["create_rate_per_s_max"] > 0
+    assert size["timeline"]["ready_lag_s_p99"] > 0
+    assert size["timeline"]["bound_not_ready_peak"] >= 1
     assert result["fairness"]["small_clusters"] == 2
     # The big cluster and both small ones wrote their status during the scale-up.
     assert result["fairness"]["busy_status_writes"] >= 3

@@ -22,6 +22,8 @@ from scale_report import (
     median_result,
     parse_audit,
     parse_operators,
+    percentile,
+    pod_timeline,
     run_order,
 )
 
@@ -280,3 +282,44 @@ def test_fairness_only_run_compares_against_its_one_go_config() -> None:
     medians["go"] = {"fairness": fairness}
     table = comparison_markdown(parse_operators("ours,go,go:10", 8), medians, runs=3)
     assert "| fairness: p99 penalty (during minus idle), s | 0.2 | 0.2 | 0.4 | - |" in table
+
+
+def test_pod_timeline_rates_lags_and_backlog() -> None:
+    # Ten pods seen in the first 5 s window, two in the second, one in the last (partial) one.
+    created = {f"p{i}": 0.5 * i for i in range(10)} | {"q0": 5.0, "q1": 6.0, "r0": 10.5}
+    bound = {k: t + 1.0 for k, t in created.items()}
+    ready = {k: t + 3.0 for k, t in created.items()}
+    ready["r0"] = 30.5  # one pod waits 20 s after binding
+    t = pod_timeline(created, bound, ready, window=5.0)
+    assert t["create_rate_per_s_max"] == 2.0  # 10 pods in 5 s; the partial window is left out
+    assert t["create_rate_per_s_median"] == 1.2  # median of 2.0 and 0.4 pods/s
+    assert t["ready_lag_s_p50"] == 3.0
+    assert t["ready_lag_s_p99"] == 20.0
+    assert t["bound_to_ready_s_p50"] == 2.0
+    assert t["bound_to_ready_s_p99"] == 19.0
+    # Bound at 1.0, 1.5, ..., each Ready 2 s later: at most four overlap (binds at t..t+1.5).
+    assert t["bound_not_ready_peak"] == 4
+
+
+def test_pod_timeline_of_pods_never_bound_or_ready() -> None:
+    t = pod_timeline({"a": 1.0}, {}, {})
+    assert t["bound_not_ready_peak"] == 0
+    assert t["ready_lag_s_p99"] == 0.0
+    assert t["create_rate_per_s_max"] == 0.2
+    assert pod_timeline({}, {}, {})["ready_lag_s_p50"] == 0.0
+
+
+def test_percentile_nearest_rank() -> None:
+    assert percentile([], 0.5) == 0.0
+    assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
+    assert percentile([float(i) for i in range(101)], 0.99) == 99.0
+
+
+def test_comparison_table_shows_the_pod_timeline() -> None:
+    configs = parse_operators("ours,go:10", 8)
+    medians: dict[str, dict[str, Any]] = {
+        "ours": {"sizes": [{**size(40.0, 4.0), "timeline": {"ready_lag_s_p99": 12.0}}]},
+        "go:10": {"sizes": [{**size(20.0, 2.0), "timeline": {"ready_lag_s_p99": 1.5}}]},
+    }
+    table = comparison_markdown(configs, medians, runs=1)
+    assert "| 20x2:   pod seen -> Ready p99, s | 12 | 1.5 | 8.00 |" in table
