@@ -72,6 +72,8 @@ from scale_report import (
     audit_figures,
     audit_policy,
     comparison_markdown,
+    cpu_budget,
+    kwok_play,
     median_result,
     parse_audit,
     parse_operators,
@@ -137,6 +139,20 @@ def plane_cpu(plane: Plane | None, before: dict[str, float] | None = None) -> di
     return {k: round(v - before.get(k, 0.0), 1) for k, v in now.items()}
 
 
+def speed_probe(rounds: int = 3, loops: int = 2_000_000) -> float:
+    """Seconds for a fixed pure-Python loop, the best of ``rounds``: how fast this machine's
+    cores were around a run (a shared VM's cores slow down when its neighbours are busy, and
+    every component's CPU per pod then grows alike). Taken while the plane is idle."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        total = 0
+        for i in range(loops):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return round(best, 3)
+
+
 def proc_stats(pid: int) -> dict[str, float]:
     tick = os.sysconf("SC_CLK_TCK")
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -166,14 +182,17 @@ def scrape(port: int) -> dict[tuple[str, str, str], float]:
 
 
 async def apiserver_requests(kube: KubeClient) -> dict[tuple[str, str], float]:
-    """Every client's requests as the apiserver counted them, by (verb, resource[/sub])."""
+    """Every client's requests as the apiserver counted them, by (verb, resource[/sub]); and
+    as ("TERMINATED", resource) the watchers it closed for not keeping up with their events
+    (a watcher closed so relists everything: KWOK then replays stages on every pod)."""
     try:
         text = await kube.request("GET", "/metrics", accept="text/plain")
     except ApiError:
         return {}  # not allowed to read /metrics on an existing cluster
     out: dict[tuple[str, str], float] = {}
     for line in str(text).splitlines():
-        if not line.startswith("apiserver_request_total{"):
+        terminated = line.startswith("apiserver_terminated_watchers_total{")
+        if not terminated and not line.startswith("apiserver_request_total{"):
             continue
         labels, value = line.rsplit(" ", 1)
         kv = dict(
@@ -185,7 +204,7 @@ async def apiserver_requests(kube: KubeClient) -> dict[tuple[str, str], float]:
         resource = kv.get("resource", "")
         if kv.get("subresource"):
             resource += "/" + kv["subresource"]
-        key = (kv.get("verb", ""), resource)
+        key = ("TERMINATED" if terminated else kv.get("verb", ""), resource)
         out[key] = out.get(key, 0.0) + float(value)
     return out
 
@@ -398,6 +417,11 @@ class Bench:
         before = scrape(self.metrics_port)
         server_before = await apiserver_requests(self.kube)
         audit0 = self.audit.offset() if self.audit else 0
+        probe0 = speed_probe()
+        kwok_log = self.plane.logs / "kwok.log" if self.plane is not None else None
+        if kwok_log is not None and not kwok_log.exists():
+            kwok_log = None  # a plane without KWOK
+        kwok0 = kwok_log.stat().st_size if kwok_log is not None else 0
         p0 = proc_stats(self.op_pid)
         cpu0 = plane_cpu(self.plane)
         start = time.monotonic()
@@ -416,8 +440,11 @@ class Bench:
         ready = await self.wait_all_ready(ns, names)
         exist, pods_ready, timeline = await asyncio.wait_for(counter, self.timeout)
         cpu_busy = plane_cpu(self.plane, cpu0)
+        p_ready = proc_stats(self.op_pid)
+        wall = time.monotonic() - start
         server = diff(await apiserver_requests(self.kube), server_before)
         await asyncio.sleep(5)  # steady state
+        probe1 = speed_probe()
         p1 = proc_stats(self.op_pid)
         reqs = diff(scrape(self.metrics_port), before)
         audit = (
@@ -457,17 +484,28 @@ class Bench:
             "status_writes_per_cluster": round(status_writes / n, 2),
             "reconciles_per_cluster": round(reconciles / n, 2),
             "plane_cpu_s": cpu_busy,
+            "cpu_budget": cpu_budget(
+                p_ready["cpu"] - p0["cpu"], cpu_busy, total, wall, os.cpu_count() or 1
+            ),
+            "speed_probe_s": round((probe0 + probe1) / 2, 3),
             "timeline": timeline,
+            "watchers_terminated": int(
+                sum(v for (verb, _r), v in server.items() if verb == "TERMINATED")
+            ),
             # All clients (operator, scheduler, KWOK, controller-manager, this benchmark):
             # where the apiserver's work came from, per cluster, until every pod was Ready.
             "apiserver_requests_per_cluster": {
                 f"{verb} {res}": round(v / n, 2)
                 for (verb, res), v in sorted(server.items())
-                if v / n >= 0.05
+                if v / n >= 0.05 and verb != "TERMINATED"
             },
         }
         if audit is not None:
             result["audit"] = audit
+        if kwok_log is not None:
+            with kwok_log.open("rb") as f:
+                f.seek(kwok0)
+                result["kwok"] = kwok_play(f, total)
         if self.resync_window:
             result["resync"] = await self.resync(n, self.resync_window)
         # The figures are in hand: a teardown that fails is recorded, not allowed to lose them
@@ -1013,6 +1051,8 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {tag}: operator RSS peak / steady / per pod | {r['operator_peak_rss_mib']} / {r['operator_steady_rss_mib']} MiB / {r['rss_per_pod_kib']} KiB |",
             f"| {tag}: 409 conflicts, status writes per cluster, reconciles per cluster | {r['conflicts_409']}, {r['status_writes_per_cluster']}, {r.get('reconciles_per_cluster', '-')} |",
             f"| {tag}: plane CPU s until all Ready | {_cpu(r.get('plane_cpu_s') or {})} |",
+            f"| {tag}: machine CPU per pod, ms / busy share / speed probe, s | {_budget(r)} |",
+            f"| {tag}: KWOK patches per pod / pods patched twice / failed stages; watchers closed as too slow | {_kwok(r)} |",
             f"| {tag}: pod timeline | {', '.join(f'{k}={v}' for k, v in (r.get('timeline') or {}).items()) or '-'} |",
             f"| {tag}: apiserver requests per cluster, all clients | {', '.join(f'{k}={v}' for k, v in (r.get('apiserver_requests_per_cluster') or {}).items()) or '-'} |",
             f"| {tag}: operator requests per cluster | {', '.join(f'{k}={v}' for k, v in r['requests_per_cluster'].items())} |",
@@ -1055,6 +1095,28 @@ def markdown(result: dict[str, Any]) -> str:
             f"{ch['max_convergence_s']} s, {ch['duplicate_pods']}, {ch['orphaned_pods']} |"
         )
     return "\n".join(lines)
+
+
+def _kwok(r: dict[str, Any]) -> str:
+    k = r.get("kwok") or {}
+    play = (
+        f"{k.get('patches_per_pod')} / {k.get('pods_patched_twice')} / {k.get('failed_stages')}"
+        if k
+        else "-"
+    )
+    return f"{play}; {r.get('watchers_terminated', '-')}"
+
+
+def _budget(r: dict[str, Any]) -> str:
+    """The single-operator table's cell for ``cpu_budget`` and the speed probe."""
+    b = r.get("cpu_budget") or {}
+    if not b:
+        return "-"
+    parts = ", ".join(f"{k} {v}" for k, v in (b.get("ms_per_pod") or {}).items())
+    return (
+        f"{b.get('total_ms_per_pod')} ({parts}) / {b.get('busy_share')} / "
+        f"{r.get('speed_probe_s', '-')}"
+    )
 
 
 @contextlib.contextmanager
@@ -1147,6 +1209,13 @@ def main() -> int:
         help="run every phase on one plane, taking turns; by default each ceiling and each "
         "operator run gets a plane of its own, so that none runs after another's deletions",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="work in this directory and keep it: every plane's component logs (KWOK's among "
+        "them), audit logs and operator logs stay there for a look after the run",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-results/scale.json"))
     args = parser.parse_args()
     try:
@@ -1159,8 +1228,12 @@ def main() -> int:
         parser.error("--namespaces must be at least 1")
     if any(c.kind == "go" for c in configs):
         go_operator_binary()  # built before the plane starts: minutes on a cold cache
-    with tempfile.TemporaryDirectory() as tmp:
-        workdir = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            workdir = args.keep.resolve()
+        else:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         if args.kubeconfig:
             result = asyncio.run(run_all(args, args.kubeconfig, None, workdir))
         elif args.shared_plane:

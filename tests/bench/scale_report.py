@@ -231,6 +231,68 @@ def pod_timeline(
     return out
 
 
+def cpu_budget(
+    operator_cpu_s: float, plane_cpu_s: Mapping[str, float], pods: int, wall_s: float, cores: int
+) -> dict[str, Any]:
+    """Where the machine's CPU went while a size converged, per pod, and how busy it was.
+
+    On this 2-core machine the local plane, KWOK and the operator share the cores, so pods
+    Ready/s is bounded by (cores * wall) / (CPU per pod). ``ms_per_pod`` is that CPU per pod,
+    by component and in total, and does not depend on how long the run took: when a run is
+    slow and every component's share grew alike, the machine was slower (a busy neighbour),
+    not the operator. ``busy_share`` is the total over ``cores * wall_s``; near 1 the run was
+    CPU-bound and a cheaper operator or plane would have been faster."""
+    parts = {"operator": operator_cpu_s, **plane_cpu_s}
+    total = sum(parts.values())
+    out: dict[str, Any] = {
+        "ms_per_pod": {k: round(1000 * v / pods, 2) for k, v in parts.items()} if pods else {},
+        "total_ms_per_pod": round(1000 * total / pods, 2) if pods else 0.0,
+        "busy_share": round(total / (cores * wall_s), 2) if wall_s > 0 and cores > 0 else 0.0,
+    }
+    return out
+
+
+def kwok_play(lines: Iterable[bytes | str], pods: int) -> dict[str, Any]:
+    """What KWOK's log says it did to pods in a run: status patches per pod, pods it patched
+    more than once, and stages that failed.
+
+    KWOK queues a pod each time its watch delivers the pod in a state a stage matches; a pod
+    delivered again before KWOK's own patch is seen (a relist after a dropped watch, a second
+    update) is patched twice, the second time from the stale copy, which the apiserver may
+    refuse (a second pod IP). A run where this happens spends the plane's CPU twice on the
+    same pods and is slower whichever operator ran; these figures let a reader tell such a run
+    from a slow operator."""
+    patched: Counter[str] = Counter()
+    failed = 0
+    for raw in lines:
+        line = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+        if "Patch pod" not in line and "failed to apply stage" not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by the log's end, or not KWOK's JSON
+        if entry.get("msg") == "Patch pod":
+            patched[str(entry.get("pod"))] += 1
+        elif entry.get("msg") == "failed to apply stage":
+            failed += 1
+    total = sum(patched.values())
+    return {
+        "patches_per_pod": round(total / pods, 2) if pods else 0.0,
+        "pods_patched_twice": sum(1 for n in patched.values() if n > 1),
+        "failed_stages": failed,
+    }
+
+
+CPU_PARTS = (
+    "operator",
+    "kube-apiserver",
+    "etcd",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+)
+
 TIMELINE_ROWS = (
     ("create_rate_per_s_median", "pods created per second, median 5 s window"),
     ("create_rate_per_s_max", "pods created per second, busiest 5 s window"),
@@ -365,6 +427,31 @@ def _size_rows(tag: str, sizes: dict[str, dict[str, Any]]) -> list[tuple[str, di
         return dict(s.get("timeline") or {})
 
     rows += [row(f"  {name}", lambda s, k=key: timeline(s).get(k)) for key, name in TIMELINE_ROWS]
+
+    def cpu(s: dict[str, Any]) -> dict[str, Any]:
+        return dict(s.get("cpu_budget") or {})
+
+    rows += [
+        row("machine CPU per pod, ms (operator + plane)", lambda s: cpu(s).get("total_ms_per_pod")),
+        *(
+            row(f"  {part}, ms per pod", lambda s, p=part: (cpu(s).get("ms_per_pod") or {}).get(p))
+            for part in CPU_PARTS
+        ),
+        row("machine busy share (CPU-s / (cores * wall))", lambda s: cpu(s).get("busy_share")),
+        row(
+            "speed probe, s (fixed loop; higher = slower machine)", lambda s: s.get("speed_probe_s")
+        ),
+    ]
+
+    def kwok(s: dict[str, Any]) -> dict[str, Any]:
+        return dict(s.get("kwok") or {})
+
+    rows += [
+        row("KWOK: status patches per pod", lambda s: kwok(s).get("patches_per_pod")),
+        row("KWOK: pods patched twice", lambda s: kwok(s).get("pods_patched_twice")),
+        row("KWOK: failed stages", lambda s: kwok(s).get("failed_stages")),
+        row("apiserver: watchers closed as too slow", lambda s: s.get("watchers_terminated")),
+    ]
     rows += [
         row(
             "status writes per cluster (audit)", lambda s: audit(s).get("status_writes_per_cluster")

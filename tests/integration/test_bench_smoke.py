@@ -31,6 +31,7 @@ def test_scale_benchmark_smoke(tmp_path: Path) -> None:
         "--churn-clusters=2",
         "--churn-waves=1",
         "--timeout=180",
+        f"--keep={tmp_path / 'kept'}",
         f"--out={out}",
     ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=540, check=False)
@@ -38,6 +39,8 @@ def test_scale_benchmark_smoke(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     # Each ceiling and the operator's run had a plane of their own.
     assert result["planes"] == 3
+    # --keep leaves every plane's logs behind for a look after the run.
+    assert len(list((tmp_path / "kept").glob("plane-*/plane/logs/kwok.log"))) == 3
     assert result["ceiling"]["pods"] == 12
     assert result["ceiling_with_services"]["ceiling_pods_per_second"] > 0
     size = result["sizes"][0]
@@ -53,6 +56,14 @@ def test_scale_benchmark_smoke(tmp_path: Path) -> None:
     assert size["timeline"]["create_rate_per_s_max"] > 0
     assert size["timeline"]["ready_lag_s_p99"] > 0
     assert size["timeline"]["bound_not_ready_peak"] >= 1
+    # Where the machine's CPU went, and what KWOK's log says it did: each of the 6 pods was
+    # patched Running at least once while the size converged.
+    assert size["cpu_budget"]["ms_per_pod"]["operator"] > 0
+    assert size["cpu_budget"]["total_ms_per_pod"] > size["cpu_budget"]["ms_per_pod"]["operator"]
+    assert 0 < size["cpu_budget"]["busy_share"] <= 1.5
+    assert size["speed_probe_s"] > 0
+    assert size["kwok"]["patches_per_pod"] >= 1
+    assert size["watchers_terminated"] >= 0
     assert result["fairness"]["small_clusters"] == 2
     # The big cluster and both small ones wrote their status during the scale-up.
     assert result["fairness"]["busy_status_writes"] >= 3
@@ -61,6 +72,7 @@ def test_scale_benchmark_smoke(tmp_path: Path) -> None:
     assert result["churn"]["duplicate_pods"] == 0
     assert result["churn"]["orphaned_pods"] == 0
     assert "| 2x2: pods Ready per second |" in proc.stdout
+    assert "| 2x2: machine CPU per pod, ms / busy share / speed probe, s |" in proc.stdout
 
 
 @pytest.mark.slow

@@ -19,6 +19,8 @@ from scale_report import (
     audit_figures,
     audit_policy,
     comparison_markdown,
+    cpu_budget,
+    kwok_play,
     median_result,
     parse_audit,
     parse_operators,
@@ -323,3 +325,63 @@ def test_comparison_table_shows_the_pod_timeline() -> None:
     }
     table = comparison_markdown(configs, medians, runs=1)
     assert "| 20x2:   pod seen -> Ready p99, s | 12 | 1.5 | 8.00 |" in table
+
+
+def test_cpu_budget_per_pod_by_component_and_busy_share() -> None:
+    budget = cpu_budget(10.0, {"kube-apiserver": 30.0, "kwok": 10.0}, 1000, 50.0, 2)
+    assert budget["ms_per_pod"] == {"operator": 10.0, "kube-apiserver": 30.0, "kwok": 10.0}
+    assert budget["total_ms_per_pod"] == 50.0
+    assert budget["busy_share"] == 0.5  # 50 CPU-s over 2 cores x 50 s
+
+
+def test_cpu_budget_of_an_empty_run_divides_by_nothing() -> None:
+    budget = cpu_budget(0.0, {}, 0, 0.0, 2)
+    assert budget == {"ms_per_pod": {}, "total_ms_per_pod": 0.0, "busy_share": 0.0}
+
+
+def test_comparison_table_shows_cpu_per_pod_and_the_speed_probe() -> None:
+    configs = parse_operators("ours,go:10", 8)
+    ours = cpu_budget(20.0, {"kube-apiserver": 60.0}, 1000, 100.0, 2)
+    go = cpu_budget(40.0, {"kube-apiserver": 60.0}, 1000, 100.0, 2)
+    medians: dict[str, dict[str, Any]] = {
+        "ours": {"sizes": [{**size(40.0, 4.0), "cpu_budget": ours, "speed_probe_s": 0.14}]},
+        "go:10": {"sizes": [{**size(20.0, 2.0), "cpu_budget": go, "speed_probe_s": 0.15}]},
+    }
+    table = comparison_markdown(configs, medians, runs=1)
+    assert "| 20x2: machine CPU per pod, ms (operator + plane) | 80 | 100 | 0.80 |" in table
+    assert "| 20x2:   operator, ms per pod | 20 | 40 | 0.50 |" in table
+    assert "| 20x2:   kube-apiserver, ms per pod | 60 | 60 | 1.00 |" in table
+    assert "speed probe, s (fixed loop; higher = slower machine) | 0.14 | 0.15 |" in table
+
+
+def test_kwok_play_counts_patches_twice_patched_pods_and_failures() -> None:
+    def patch(pod: str) -> bytes:
+        return json.dumps({"level": "INFO", "msg": "Patch pod", "pod": f"ns/{pod}"}).encode()
+
+    failed = json.dumps({"level": "ERROR", "msg": "failed to apply stage", "pod": "ns/b"})
+    lines: list[bytes | str] = [
+        patch("a"),
+        patch("b"),
+        patch("b"),
+        failed,
+        b'{"msg":"Syncing lease"}',
+    ]
+    assert kwok_play(lines, 2) == {
+        "patches_per_pod": 1.5,
+        "pods_patched_twice": 1,
+        "failed_stages": 1,
+    }
+    empty = kwok_play([b'{"msg":"Patch pod","pod":"ns/cut', b""], 0)
+    assert empty == {"patches_per_pod": 0.0, "pods_patched_twice": 0, "failed_stages": 0}
+
+
+def test_comparison_table_shows_kwok_replays_and_closed_watchers() -> None:
+    configs = parse_operators("ours,go:10", 8)
+    play = {"patches_per_pod": 1.0, "pods_patched_twice": 0, "failed_stages": 2}
+    medians: dict[str, dict[str, Any]] = {
+        "ours": {"sizes": [{**size(40.0, 4.0), "kwok": play, "watchers_terminated": 0}]},
+        "go:10": {"sizes": [{**size(20.0, 2.0), "kwok": play, "watchers_terminated": 3}]},
+    }
+    table = comparison_markdown(configs, medians, runs=1)
+    assert "| 20x2: KWOK: status patches per pod | 1 | 1 | 1.00 |" in table
+    assert "| 20x2: apiserver: watchers closed as too slow | 0 | 3 |" in table
