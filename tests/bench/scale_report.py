@@ -318,6 +318,8 @@ def median_of(values: Sequence[Any]) -> Any:
     first = values[0]
     if all(_number(v) for v in values):
         m = statistics.median(values)
+        if all(isinstance(v, int) for v in values) and m == int(m):
+            return int(m)  # two runs of 1000 clusters: 1000, not 1000.0 (sizes are named by it)
         return round(m, 2) if isinstance(m, float) else m
     if isinstance(first, dict):
         dicts = [v for v in values if isinstance(v, dict)]

@@ -385,3 +385,8 @@ def test_comparison_table_shows_kwok_replays_and_closed_watchers() -> None:
     table = comparison_markdown(configs, medians, runs=1)
     assert "| 20x2: KWOK: status patches per pod | 1 | 1 | 1.00 |" in table
     assert "| 20x2: apiserver: watchers closed as too slow | 0 | 3 |" in table
+
+
+def test_median_of_an_even_count_of_equal_integers_stays_an_integer() -> None:
+    assert median_result([{"clusters": 1000}, {"clusters": 1000}])["clusters"] == 1000
+    assert median_result([{"x": 1}, {"x": 2}])["x"] == 1.5
