@@ -183,8 +183,9 @@ def scrape(port: int) -> dict[tuple[str, str, str], float]:
 
 async def apiserver_requests(kube: KubeClient) -> dict[tuple[str, str], float]:
     """Every client's requests as the apiserver counted them, by (verb, resource[/sub]); and
-    as ("TERMINATED", resource) the watchers it closed for not keeping up with their events
-    (a watcher closed so relists everything: KWOK then replays stages on every pod)."""
+    as ("TERMINATED", resource) the watchers it closed for not keeping up with their events.
+    The runs in which it closed many are the runs in which KWOK replayed stages from stale
+    copies of pods (seen together; the causal path is not established)."""
     try:
         text = await kube.request("GET", "/metrics", accept="text/plain")
     except ApiError:
@@ -418,10 +419,9 @@ class Bench:
         server_before = await apiserver_requests(self.kube)
         audit0 = self.audit.offset() if self.audit else 0
         probe0 = speed_probe()
-        kwok_log = self.plane.logs / "kwok.log" if self.plane is not None else None
-        if kwok_log is not None and not kwok_log.exists():
-            kwok_log = None  # a plane without KWOK
-        kwok0 = kwok_log.stat().st_size if kwok_log is not None else 0
+        kwok_path = self.plane.logs / "kwok.log" if self.plane is not None else None
+        kwok_log = AuditLog(kwok_path) if kwok_path is not None and kwok_path.exists() else None
+        kwok0 = kwok_log.offset() if kwok_log is not None else 0
         p0 = proc_stats(self.op_pid)
         cpu0 = plane_cpu(self.plane)
         start = time.monotonic()
@@ -503,9 +503,7 @@ class Bench:
         if audit is not None:
             result["audit"] = audit
         if kwok_log is not None:
-            with kwok_log.open("rb") as f:
-                f.seek(kwok0)
-                result["kwok"] = kwok_play(f, total)
+            result["kwok"] = kwok_play(kwok_log.lines(kwok0, kwok_log.offset()), total)
         if self.resync_window:
             result["resync"] = await self.resync(n, self.resync_window)
         # The figures are in hand: a teardown that fails is recorded, not allowed to lose them
@@ -1098,6 +1096,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def _kwok(r: dict[str, Any]) -> str:
+    """The single-operator table's cell for KWOK's replays and the closed watchers."""
     k = r.get("kwok") or {}
     play = (
         f"{k.get('patches_per_pod')} / {k.get('pods_patched_twice')} / {k.get('failed_stages')}"

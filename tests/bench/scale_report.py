@@ -107,7 +107,8 @@ def audit_apiserver_args(policy: Path, log: Path) -> tuple[str, ...]:
 
 
 class AuditLog:
-    """The apiserver's JSON-lines audit log, read window by window through byte offsets."""
+    """A JSON-lines log read window by window through byte offsets, each window ending at a
+    complete line: the apiserver's audit log, and KWOK's log for ``kwok_play``."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -244,22 +245,21 @@ def cpu_budget(
     CPU-bound and a cheaper operator or plane would have been faster."""
     parts = {"operator": operator_cpu_s, **plane_cpu_s}
     total = sum(parts.values())
-    out: dict[str, Any] = {
+    return {
         "ms_per_pod": {k: round(1000 * v / pods, 2) for k, v in parts.items()} if pods else {},
         "total_ms_per_pod": round(1000 * total / pods, 2) if pods else 0.0,
         "busy_share": round(total / (cores * wall_s), 2) if wall_s > 0 and cores > 0 else 0.0,
     }
-    return out
 
 
 def kwok_play(lines: Iterable[bytes | str], pods: int) -> dict[str, Any]:
     """What KWOK's log says it did to pods in a run: status patches per pod, pods it patched
     more than once, and stages that failed.
 
-    KWOK queues a pod each time its watch delivers the pod in a state a stage matches; a pod
-    delivered again before KWOK's own patch is seen (a relist after a dropped watch, a second
-    update) is patched twice, the second time from the stale copy, which the apiserver may
-    refuse (a second pod IP). A run where this happens spends the plane's CPU twice on the
+    KWOK queues a job each time its watch delivers a pod in a state a stage matches, and an
+    immediate job it replaces is not cancelled (v0.8.0): a pod delivered twice before KWOK's
+    own patch is seen gets a second patch from the stale copy, which the apiserver refuses (a
+    second pod IP) and KWOK logs as a failed stage. A run where this happens spends the plane's CPU twice on the
     same pods and is slower whichever operator ran; these figures let a reader tell such a run
     from a slow operator."""
     patched: Counter[str] = Counter()
