@@ -80,6 +80,7 @@ from scale_report import (
     percentile,
     pod_timeline,
     run_order,
+    terminated_by_resource,
 )
 
 from kuberay.api.constants import RAYCLUSTERS
@@ -492,6 +493,7 @@ class Bench:
             "watchers_terminated": int(
                 sum(v for (verb, _r), v in server.items() if verb == "TERMINATED")
             ),
+            "watchers_terminated_by_resource": terminated_by_resource(server),
             # All clients (operator, scheduler, KWOK, controller-manager, this benchmark):
             # where the apiserver's work came from, per cluster, until every pod was Ready.
             "apiserver_requests_per_cluster": {
@@ -1103,7 +1105,9 @@ def _kwok(r: dict[str, Any]) -> str:
         if k
         else "-"
     )
-    return f"{play}; {r.get('watchers_terminated', '-')}"
+    by = r.get("watchers_terminated_by_resource") or {}
+    parts = ", ".join(f"{res} {n}" for res, n in by.items())
+    return f"{play}; {r.get('watchers_terminated', '-')}" + (f" ({parts})" if parts else "")
 
 
 def _budget(r: dict[str, Any]) -> str:

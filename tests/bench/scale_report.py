@@ -305,6 +305,17 @@ TIMELINE_ROWS = (
 
 
 # ---------------------------------------------------------------------------------- medians
+def terminated_by_resource(server: Mapping[tuple[str, str], float]) -> dict[str, int]:
+    """The watchers the apiserver closed for falling behind their events, by resource, from
+    ``apiserver_requests``' ("TERMINATED", resource) entries. The total alone cannot tell a slow
+    KWOK pod watch (which then resumes or relists every pod) from a slow lease or event watch."""
+    return {
+        res or "-": int(v)
+        for (verb, res), v in sorted(server.items())
+        if verb == "TERMINATED" and v > 0
+    }
+
+
 def _number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
@@ -453,6 +464,16 @@ def _size_rows(tag: str, sizes: dict[str, dict[str, Any]]) -> list[tuple[str, di
         row("KWOK: pods patched twice", lambda s: kwok(s).get("pods_patched_twice")),
         row("KWOK: failed stages", lambda s: kwok(s).get("failed_stages")),
         row("apiserver: watchers closed as too slow", lambda s: s.get("watchers_terminated")),
+    ]
+    closed: list[str] = []
+    for s in sizes.values():
+        closed += [k for k in s.get("watchers_terminated_by_resource") or {} if k not in closed]
+    rows += [
+        row(
+            f"  of them, {res}",
+            lambda s, r=res: (s.get("watchers_terminated_by_resource") or {}).get(r, 0),
+        )
+        for res in closed
     ]
     rows += [
         row(

@@ -64,6 +64,7 @@ def test_scale_benchmark_smoke(tmp_path: Path) -> None:
     assert size["speed_probe_s"] > 0
     assert size["kwok"]["patches_per_pod"] >= 1
     assert size["watchers_terminated"] >= 0
+    assert sum(size["watchers_terminated_by_resource"].values()) == size["watchers_terminated"]
     assert result["fairness"]["small_clusters"] == 2
     # The big cluster and both small ones wrote their status during the scale-up.
     assert result["fairness"]["busy_status_writes"] >= 3

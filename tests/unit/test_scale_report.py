@@ -27,6 +27,7 @@ from scale_report import (
     percentile,
     pod_timeline,
     run_order,
+    terminated_by_resource,
 )
 
 GO = f"system:serviceaccount:{OPERATORS_NAMESPACE}:op-go"
@@ -382,9 +383,24 @@ def test_comparison_table_shows_kwok_replays_and_closed_watchers() -> None:
         "ours": {"sizes": [{**size(40.0, 4.0), "kwok": play, "watchers_terminated": 0}]},
         "go:10": {"sizes": [{**size(20.0, 2.0), "kwok": play, "watchers_terminated": 3}]},
     }
+    medians["go:10"]["sizes"][0]["watchers_terminated_by_resource"] = {"pods": 2, "leases": 1}
     table = comparison_markdown(configs, medians, runs=1)
     assert "| 20x2: KWOK: status patches per pod | 1 | 1 | 1.00 |" in table
     assert "| 20x2: apiserver: watchers closed as too slow | 0 | 3 |" in table
+    # Broken down by resource; a run that closed none of a kind shows 0, not a gap.
+    assert "| 20x2:   of them, pods | 0 | 2 |" in table
+    assert "| 20x2:   of them, leases | 0 | 1 |" in table
+
+
+def test_terminated_by_resource_keeps_only_closed_watchers() -> None:
+    server = {
+        ("TERMINATED", "pods"): 4.0,
+        ("TERMINATED", "leases"): 0.0,
+        ("TERMINATED", ""): 1.0,
+        ("GET", "pods"): 90.0,
+    }
+    assert terminated_by_resource(server) == {"-": 1, "pods": 4}
+    assert terminated_by_resource({}) == {}
 
 
 def test_median_of_an_even_count_of_equal_integers_stays_an_integer() -> None:
