@@ -76,6 +76,9 @@ def _build(source: Path, out: Path) -> Path:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # setuptools warns when a directory it can import (data/) is not declared; a warning here
+    # means a file may be left out of, or land unintended in, the wheel.
+    assert "BuildBackendWarning" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     (wheel,) = out.glob("*.whl")
     return wheel
 
