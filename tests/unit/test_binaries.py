@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import json
 import os
 import re
 from pathlib import Path
@@ -28,7 +30,8 @@ def _exe(path: Path) -> Path:
 
 def test_cache_is_keyed_by_component_version(isolated: Path) -> None:
     for comp in binaries.COMPONENTS:
-        assert binaries.component_dir(comp).name == f"{comp.name}-{comp.version}"
+        suffix = f"+{binaries.patch_digest(comp)}" if comp.patches else ""
+        assert binaries.component_dir(comp).name == f"{comp.name}-{comp.version}{suffix}"
         assert binaries.component_dir(comp).is_relative_to(isolated / "cache")
 
 
@@ -138,21 +141,15 @@ def test_prometheus_keeps_only_the_service_discovery_the_plane_scrapes_with() ->
 
 
 def test_build_tags_reach_go_build(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_bin = isolated / "bin"
     calls = isolated / "calls"
-    fake = _exe(fake_bin / "go")
     # Records each invocation; `build ... -o FILE PKG` creates FILE, as go would.
-    fake.write_text(
-        "#!/bin/sh\n"
+    _fake_go(
+        isolated,
+        monkeypatch,
         f'echo "$*" >> {calls}\n'
-        'if [ "$1" = env ]; then echo go1.26.7; exit 0; fi\n'
-        'prev=""; for a in "$@"; do [ "$prev" = -o ] && : > "$a"; prev="$a"; done\n'
+        'prev=""; for a in "$@"; do [ "$prev" = -o ] && : > "$a"; prev="$a"; done\n',
     )
-    monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}/usr/bin:/bin")
-    src = isolated / "src"
-    (src / "m").mkdir(parents=True)
-    (src / "m" / "go.mod").write_text("module m\n")
-    monkeypatch.setenv(binaries.SOURCE_ENV, str(src))
+    _wrapper_module(isolated, monkeypatch)
     tagged = binaries.Component(
         name="t", version="v1", module_dir="m", packages={"t": "m/cmd/t"}, tags=("a", "b")
     )
@@ -225,3 +222,152 @@ def test_kueue_is_on_demand_and_pinned() -> None:
     go_mod = (binaries.source_root() / comp.module_dir / "go.mod").read_text()
     assert f"sigs.k8s.io/kueue {binaries.KUEUE_VERSION}" in go_mod
     assert f"pkg/version.GitVersion={binaries.KUEUE_VERSION}" in " ".join(comp.ldflags)
+
+
+_DIFF = """--- a/pkg/q.go
++++ b/pkg/q.go
+@@ -2,3 +2,4 @@
+ func f() {
+-\tdrop()
++\tif keep() {
++\t\tplay()
+ \t}
+--- a/pkg/m.go
++++ b/pkg/m.go
+@@ -1,2 +1,3 @@
+ package m
++// added
+ var x = 1
+"""
+
+
+def _fake_go(isolated: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    """A `go` first on PATH: Go 1.26 for `go env GOVERSION`, then the shell ``body``."""
+    fake = _exe(isolated / "bin" / "go")
+    fake.write_text('#!/bin/sh\nif [ "$1" = env ]; then echo go1.26.7; exit 0; fi\n' + body)
+    monkeypatch.setenv("PATH", f"{isolated / 'bin'}{os.pathsep}/usr/bin:/bin")
+
+
+def _wrapper_module(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty wrapper module ``m`` under a source root of its own; returns the root."""
+    src = isolated / "src"
+    (src / "m").mkdir(parents=True)
+    (src / "m" / "go.mod").write_text("module m\n")
+    monkeypatch.setenv(binaries.SOURCE_ENV, str(src))
+    return src
+
+
+def _patched_component(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[binaries.Component, Path]:
+    """A wrapper module ``m`` whose component carries ``_DIFF`` as patches/fix.patch."""
+    src = _wrapper_module(isolated, monkeypatch)
+    (src / "m" / "patches").mkdir()
+    (src / "m" / "patches" / "fix.patch").write_text(_DIFF)
+    comp = binaries.Component(
+        name="up",
+        version="v1",
+        module_dir="m",
+        packages={"up": "example.com/up/cmd/up"},
+        patches=("fix.patch",),
+        patched_module="example.com/up",
+    )
+    return comp, src
+
+
+def test_unified_diff_applies_hunks_by_content() -> None:
+    files = {
+        "pkg/q.go": "package q\nfunc f() {\n\tdrop()\n\t}\n",
+        "pkg/m.go": "package m\nvar x = 1\n",
+    }
+    out = binaries.apply_unified_diff(_DIFF, files.__getitem__)
+    assert out["pkg/q.go"] == "package q\nfunc f() {\n\tif keep() {\n\t\tplay()\n\t}\n"
+    assert out["pkg/m.go"] == "package m\n// added\nvar x = 1\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("package q\nfunc f() {\n\tother()\n\t}\n", "not found"),
+        ("func f() {\n\tdrop()\n\t}\nfunc f() {\n\tdrop()\n\t}\n", "found 2 times"),
+    ],
+)
+def test_unified_diff_refuses_a_hunk_that_is_missing_or_ambiguous(text: str, why: str) -> None:
+    files = {"pkg/q.go": text, "pkg/m.go": "package m\nvar x = 1\n"}
+    with pytest.raises(binaries.PatchError, match=f"pkg/q.go: a hunk's old lines are {why}"):
+        binaries.apply_unified_diff(_DIFF, files.__getitem__)
+
+
+def test_patched_module_is_built_from_a_copy_and_keys_the_cache(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pristine = isolated / "modcache" / "example.com" / "up@v1"
+    (pristine / "pkg").mkdir(parents=True)
+    (pristine / "pkg" / "q.go").write_text("package q\nfunc f() {\n\tdrop()\n\t}\n")
+    (pristine / "pkg" / "m.go").write_text("package m\nvar x = 1\n")
+    for path in (pristine / "pkg", *(pristine / "pkg").iterdir(), pristine):
+        path.chmod(0o555)  # read-only, like the module cache
+    # `go list -m -f {{.Dir}} MOD` names the pinned module's root; `mod edit -replace=MOD=DIR`
+    # is remembered in the working directory; `build` compiles "what DIR holds": it writes the
+    # replacement's files into the output, so the test sees exactly what would be compiled.
+    _fake_go(
+        isolated,
+        monkeypatch,
+        f'if [ "$1" = list ] && [ "$2" = -m ]; then echo {pristine}; exit 0; fi\n'
+        'if [ "$1" = mod ]; then echo "${3#-replace=}" > replace.txt; exit 0; fi\n'
+        'if [ "$1" != build ]; then exit 0; fi\n'
+        'prev=""; for a in "$@"; do [ "$prev" = -o ] && out="$a"; prev="$a"; done\n'
+        'dir="$(cut -d= -f2- replace.txt)"\n'
+        'cat "$dir/pkg/q.go" "$dir/pkg/m.go" > "$out"\n',
+    )
+    comp, src = _patched_component(isolated, monkeypatch)
+    target = binaries.component_dir(comp)
+    assert target.name == f"up-v1+{binaries.patch_digest(comp)}"
+    binaries.build_component(comp, log=lambda _: None)
+    assert (target / "up").read_text() == (
+        "package q\nfunc f() {\n\tif keep() {\n\t\tplay()\n\t}\npackage m\n// added\nvar x = 1\n"
+    )
+    assert (pristine / "pkg" / "m.go").read_text() == "package m\nvar x = 1\n"
+    assert (src / "m" / "go.mod").read_text() == "module m\n"  # the wrapper itself is untouched
+    assert sorted(p.name for p in target.iterdir()) == ["build.json", "up"]  # staging removed
+    assert json.loads((target / "build.json").read_text())["patches"] == ["fix.patch"]
+    # a changed patch is another cache entry
+    (src / "m" / "patches" / "fix.patch").write_text(_DIFF.replace("// added", "// other"))
+    assert binaries.component_dir(comp) != target
+
+
+def test_a_patch_that_no_longer_applies_fails_the_build_by_name(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pristine = isolated / "modcache"
+    (pristine / "pkg").mkdir(parents=True)
+    (pristine / "pkg" / "q.go").write_text("package q\n")
+    _fake_go(
+        isolated, monkeypatch, f'if [ "$1" = list ] && [ "$2" = -m ]; then echo {pristine}; fi\n'
+    )
+    comp, _ = _patched_component(isolated, monkeypatch)
+    with pytest.raises(binaries.BuildError, match=r"patch fix\.patch does not apply"):
+        binaries.build_component(comp, log=lambda _: None)
+    assert list(binaries.component_dir(comp).iterdir()) == []  # no binary, no staging left
+
+
+def test_a_second_caller_waits_for_the_running_build_and_reuses_it(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = isolated / "calls"
+    # A slow build: the second caller asks while the first is still compiling.
+    _fake_go(
+        isolated,
+        monkeypatch,
+        f'if [ "$1" = build ]; then echo build >> {calls}; sleep 1; fi\n'
+        'prev=""; for a in "$@"; do [ "$prev" = -o ] && : > "$a"; prev="$a"; done\n',
+    )
+    _wrapper_module(isolated, monkeypatch)
+    comp = binaries.Component(
+        name="slow", version="v1", module_dir="m", packages={"slow": "m/slow"}, on_demand=True
+    )
+    monkeypatch.setattr(binaries, "COMPONENTS", (comp,))
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: binaries.ensure(["slow"], log=lambda _: None), [1, 2]))
+    assert results[0] == results[1] == {"slow": binaries.component_dir(comp) / "slow"}
+    assert calls.read_text().splitlines() == ["build"]

@@ -22,17 +22,29 @@ Invariants and failure modes:
 - On-demand components (the Go operator) are never part of the default set: ``ensure()`` with no
   arguments, ``kuberay dev build`` and the plane only need ``ALL_BINARIES``, so a plane never
   waits for, or fails on, a build it does not use. ``go_operator_binary()`` builds it when asked.
+- One process builds a component at a time (a lock file beside its cache directory); another
+  that needs it meanwhile waits and then uses that build, so scripts/test.sh can build the
+  on-demand tools in the background while tests that may ask for them run.
+- A component may carry patches (unified diffs in its wrapper module's ``patches/``) for bugs in
+  the pinned release that the dev plane trips over. They are applied to a copy of that module
+  which a copy of the wrapper module ``replace``s it with, never to the module cache; the cache
+  directory's name carries their hash; a patch that no longer applies fails the build by name
+  rather than being skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,6 +100,11 @@ class Component:
     on_demand: bool = False
     # The packages are test packages, compiled with `go test -c` into test binaries.
     test_binaries: bool = False
+    # Fixes to the pinned module's source, as unified diffs under ``<module_dir>/patches/``,
+    # applied to a copy of it that the build uses instead (the module cache stays pristine).
+    patches: tuple[str, ...] = field(default_factory=tuple)
+    # The module those diffs' paths are relative to (its root in the module cache).
+    patched_module: str = ""
 
 
 def _kube_ldflags(version: str) -> tuple[str, ...]:
@@ -145,6 +162,11 @@ COMPONENTS: tuple[Component, ...] = (
         version=KWOK_VERSION,
         module_dir="kwok",
         packages={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+        # v0.8.0 plays a pod's stage job even after a newer event replaced it (Cancel cannot
+        # take a due job out of its FIFO), so under load it patches pods twice from stale
+        # copies and falls further behind (the scale benchmark's replay episodes).
+        patches=("0001-drop-replaced-pod-jobs.patch",),
+        patched_module="sigs.k8s.io/kwok",
     ),
     Component(
         name="kuberay-operator",
@@ -226,7 +248,90 @@ def cache_root() -> Path:
 
 
 def component_dir(component: Component) -> Path:
-    return cache_root() / "controlplane" / f"{component.name}-{component.version}"
+    """``<name>-<version>``, plus ``+<hash>`` of the patches for a patched build, so that a
+    changed patch is rebuilt and an unpatched binary is never taken for a patched one."""
+    key = f"{component.name}-{component.version}"
+    if component.patches:
+        key += f"+{patch_digest(component)}"
+    return cache_root() / "controlplane" / key
+
+
+def patch_digest(component: Component) -> str:
+    """The first 12 hex digits of the SHA-256 over the component's patch files, in order."""
+    digest = hashlib.sha256()
+    for name in component.patches:
+        digest.update(name.encode() + b"\0")
+        digest.update((source_root() / component.module_dir / "patches" / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+class PatchError(ValueError):
+    """A patch does not apply to the file it names."""
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+
+
+def apply_unified_diff(diff: str, read: Callable[[str], str]) -> dict[str, str]:
+    """Apply a unified diff strictly: ``{path: new text}`` for every file it changes.
+
+    ``read(path)`` gives a file's current text (paths as in the diff, with the ``a/``/``b/``
+    prefix dropped). Line numbers in the hunk headers are not trusted; each hunk's old lines
+    (context and removals) must occur exactly once after the previous hunk, so a patch written
+    for another release fails loudly instead of landing in the wrong place.
+    """
+    out: dict[str, str] = {}
+    lines = diff.splitlines()
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("--- "):
+            i += 1
+            continue
+        if i + 1 >= len(lines) or not lines[i + 1].startswith("+++ "):
+            raise PatchError(f"line {i + 1}: '--- ' not followed by '+++ '")
+        path = lines[i + 1][4:].split("\t")[0].strip()
+        path = path[2:] if path.startswith("b/") else path
+        text = out[path] if path in out else read(path)
+        ends_with_newline = text.endswith("\n")
+        body = text.splitlines()
+        cursor = 0
+        i += 2
+        while i < len(lines) and lines[i].startswith("@@"):
+            counts = _HUNK.match(lines[i])
+            if counts is None:
+                raise PatchError(f"line {i + 1}: malformed hunk header {lines[i]!r}")
+            want_old = int(counts.group(1) or 1)
+            want_new = int(counts.group(2) or 1)
+            old: list[str] = []
+            new: list[str] = []
+            i += 1
+            while len(old) < want_old or len(new) < want_new:
+                if i >= len(lines):
+                    raise PatchError(f"{path}: the diff ends inside a hunk")
+                tag, rest = lines[i][:1], lines[i][1:]
+                if tag in (" ", ""):
+                    old.append(rest)
+                    new.append(rest)
+                elif tag == "-":
+                    old.append(rest)
+                elif tag == "+":
+                    new.append(rest)
+                elif tag != "\\":  # "\ No newline at end of file"
+                    raise PatchError(f"line {i + 1}: unexpected {lines[i]!r} inside a hunk")
+                i += 1
+            hits = [
+                k for k in range(cursor, len(body) - len(old) + 1) if body[k : k + len(old)] == old
+            ]
+            if len(hits) != 1:
+                found = "not found" if not hits else f"found {len(hits)} times"
+                raise PatchError(f"{path}: a hunk's old lines are {found}")
+            at = hits[0]
+            body[at : at + len(old)] = new
+            cursor = at + len(new)
+        out[path] = "\n".join(body) + ("\n" if ends_with_newline else "")
+    if not out:
+        raise PatchError("no file changes in the diff")
+    return out
 
 
 def source_root() -> Path:
@@ -309,6 +414,56 @@ def _count_deps(go: str, module: Path, packages: Iterable[str], env: dict[str, s
     return len([line for line in proc.stdout.splitlines() if line.strip()])
 
 
+def _patched_module(
+    go: str, module: Path, component: Component, staging: Path, env: dict[str, str]
+) -> Path:
+    """A copy of the wrapper module whose ``replace`` points at a patched copy of the pinned
+    module; the build runs there. (`go build -overlay` refuses files in the module cache.)"""
+    proc = subprocess.run(
+        [go, "list", "-m", "-f", "{{.Dir}}", component.patched_module],
+        cwd=module,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    pristine = Path(proc.stdout.strip())
+    if proc.returncode != 0 or not pristine.is_dir():
+        raise BuildError(
+            f"cannot find {component.patched_module} to patch it: {proc.stderr.strip()}"
+        )
+    patched: dict[str, str] = {}
+
+    def current(rel: str) -> str:
+        # A later patch sees the earlier ones' changes to the same file.
+        return patched[rel] if rel in patched else (pristine / rel).read_text()
+
+    for name in component.patches:
+        diff = (module / "patches" / name).read_text()
+        try:
+            patched.update(apply_unified_diff(diff, current))
+        except (PatchError, OSError) as exc:
+            raise BuildError(f"patch {name} does not apply to {pristine}: {exc}") from exc
+    # copyfile, not copy2: the module cache's files and directories are read-only.
+    copy = staging / "patched"
+    shutil.copytree(pristine, copy, copy_function=shutil.copyfile)
+    for d, _, _ in os.walk(copy):
+        os.chmod(d, 0o755)
+    for rel, text in patched.items():
+        (copy / rel).write_text(text)
+    wrapper = staging / "wrapper"
+    shutil.copytree(module, wrapper, ignore=shutil.ignore_patterns("patches"))
+    edit = subprocess.run(
+        [go, "mod", "edit", f"-replace={component.patched_module}={copy}"],
+        cwd=wrapper,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if edit.returncode != 0:
+        raise BuildError(f"cannot point {wrapper} at the patched copy: {edit.stderr.strip()}")
+    return wrapper
+
+
 def build_component(component: Component, log: Callable[[str], None] = print) -> float:
     """Compile every binary of ``component`` into its cache directory; returns seconds taken."""
     go = _find_go(component.packages if component.on_demand else ALL_BINARIES)
@@ -328,6 +483,13 @@ def build_component(component: Component, log: Callable[[str], None] = print) ->
     packages = list(component.packages.values())
     log(f"[build] {component.name} {component.version}: resolving modules in {module} ...")
     total = _count_deps(go, module, packages, env)
+    workdir = module
+    if component.patches:
+        try:
+            workdir = _patched_module(go, module, component, staging, env)
+        except BuildError:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     ldflags = " ".join(("-s", "-w", *component.ldflags))
     log(f"[build] {component.name}: compiling {total or '?'} packages -> {target}")
     done = 0
@@ -342,7 +504,7 @@ def build_component(component: Component, log: Callable[[str], None] = print) ->
         # The context closes the pipe on every path (a warning otherwise, an error in tests).
         with subprocess.Popen(
             [*cmd, package],
-            cwd=module,
+            cwd=workdir,
             env=env,
             stderr=subprocess.STDOUT,
             stdout=subprocess.PIPE,
@@ -374,7 +536,14 @@ def build_component(component: Component, log: Callable[[str], None] = print) ->
     shutil.rmtree(staging, ignore_errors=True)
     seconds = time.monotonic() - start
     (target / "build.json").write_text(
-        json.dumps({"version": component.version, "seconds": round(seconds, 1), "go": go})
+        json.dumps(
+            {
+                "version": component.version,
+                "patches": list(component.patches),
+                "seconds": round(seconds, 1),
+                "go": go,
+            }
+        )
     )
     log(f"[build] {component.name} {component.version} done in {seconds:.0f}s")
     return seconds
@@ -396,11 +565,29 @@ def ensure(
         if comp not in missing:
             missing.append(comp)
     for comp in missing:
-        build_component(comp, log=log)
+        with _build_lock(comp):
+            # Another process (the test script's background builds, a second terminal) may
+            # have built it while this one waited for the lock.
+            if not all((component_dir(comp) / b).is_file() for b in comp.packages):
+                build_component(comp, log=log)
         for binary in comp.packages:
             if binary in wanted:
                 result[binary] = component_dir(comp) / binary
     return result
+
+
+@contextlib.contextmanager
+def _build_lock(component: Component) -> Iterator[None]:
+    """One builder per component at a time, across processes: a second caller waits for the
+    first build and then uses its result instead of compiling the same packages again."""
+    target = component_dir(component)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def go_operator_binary(log: Callable[[str], None] = print) -> Path:
