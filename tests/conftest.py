@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -37,55 +36,12 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
-# Fixtures that find or build an on-demand binary (tests/conftest.py, tests/unit/conftest.py,
-# tests/conformance/conftest.py); modules that start one themselves carry the marker.
-_ON_DEMAND_FIXTURES = frozenset({"helm", "helm_env", "promtool", "go_operator"})
-BACKGROUND_BUILD_ENV = "KUBERAY_BACKGROUND_BUILD_PID"
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.fspath)).parts
         for marker in ("integration", "e2e"):
             if marker in parts:
                 item.add_marker(getattr(pytest.mark, marker))
-        if _ON_DEMAND_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.on_demand_binaries)
-    # Tests on on-demand binaries run last (a stable partition: each module's tests stay
-    # together and in order), so that scripts/test.sh can build those binaries in the background
-    # while everything else runs.
-    late = [item for item in items if item.get_closest_marker("on_demand_binaries")]
-    if late:
-        items[:] = [item for item in items if not item.get_closest_marker("on_demand_binaries")]
-        items.extend(late)
-
-
-def _building(pid: int) -> bool:
-    """The process exists and has not exited (an exited child of the shell that its parent
-    has not reaped yet is a zombie: it builds nothing any more)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(") ", 1)[-1][:1] != "Z"
-
-
-@pytest.hookimpl(tryfirst=True, hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    """Before the first test on an on-demand binary, wait for scripts/test.sh's background
-    builds to end, outside any test's time limit (pytest-timeout's timer starts later)."""
-    pid = os.environ.get(BACKGROUND_BUILD_ENV, "")
-    if pid.isdigit() and item.get_closest_marker("on_demand_binaries"):
-        start = time.monotonic()
-        reporter = item.config.pluginmanager.get_plugin("terminalreporter")
-        if _building(int(pid)) and reporter is not None:
-            reporter.write_line(f"\n[tests] waiting for the background Go builds (pid {pid})")
-        while _building(int(pid)):
-            time.sleep(1)
-        if reporter is not None and time.monotonic() - start > 1:
-            reporter.write_line(f"[tests] waited {time.monotonic() - start:.0f}s for them")
-        os.environ.pop(BACKGROUND_BUILD_ENV, None)
-    yield
 
 
 @pytest.fixture(scope="session")

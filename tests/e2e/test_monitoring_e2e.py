@@ -25,7 +25,7 @@ from kuberay.runtime.client import KubeClient
 
 from .raykube import cluster_spec, head_ip, raycluster, run_job, worker_group
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.on_demand_binaries]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "raycluster.json"
 

@@ -41,7 +41,7 @@ from .raykube import (
     worker_group,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.on_demand_binaries]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 READY_TIMEOUT = 420.0
 GCS_PORT = 6379

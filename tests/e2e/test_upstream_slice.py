@@ -20,7 +20,7 @@ from kuberay.devenv import binaries
 from kuberay.devenv.nodeagent import supported
 from kuberay.devenv.testing import skip_unless_strict
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.on_demand_binaries]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 # suite -> the tests of the slice; picked for breadth within the CI budget (RayCluster with token
 # auth and exec into the head, RayJob against a selected cluster): about 2 and 1 minutes on two

@@ -132,7 +132,6 @@ def test_demo_starts_a_plane_and_shows_a_ready_cluster(plane_name: str) -> None:
     assert "kuberay dev down" in demo.stdout
 
 
-@pytest.mark.on_demand_binaries
 def test_up_with_prometheus_serves_and_stops_with_the_plane(plane_name: str) -> None:
     up = _run("up", "--name", plane_name, "--nodes", "1", "--with-prometheus", timeout=300)
     assert up.returncode == 0, up.stdout + up.stderr

@@ -51,8 +51,6 @@ from kuberay.ray.dashboard import SUCCEEDED
 from kuberay.runtime.client import JOBS, JSON_PATCH, NAMESPACES, PODS, KubeClient
 from kuberay.runtime.errors import ApiError
 
-pytestmark = pytest.mark.on_demand_binaries  # Kueue
-
 FLAVOR = "kuberay-default"
 ELASTIC_ANNOTATION = "kueue.x-k8s.io/elastic-job"
 ELASTIC_GATE = "kueue.x-k8s.io/elastic-job"

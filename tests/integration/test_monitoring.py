@@ -42,8 +42,6 @@ from kuberay.runtime.client import (
 )
 from kuberay.runtime.errors import NotFound
 
-pytestmark = pytest.mark.on_demand_binaries  # Prometheus
-
 RESOURCEQUOTAS = Resource("", "v1", "resourcequotas", kind="ResourceQuota")
 
 GRAFANA = Path(__file__).parents[2] / "deploy" / "grafana"

@@ -32,8 +32,6 @@ from kuberay.runtime.client import PODS, SECRETS, KubeClient
 from kuberay.runtime.errors import NotFound
 from kuberay.runtime.events import EVENTS_V1
 
-pytestmark = pytest.mark.on_demand_binaries  # cert-manager
-
 NAME = "mtls"
 HEAD_CERT, WORKER_CERT = f"ray-head-cert-{NAME}", f"ray-worker-cert-{NAME}"
 HEAD_SECRET, WORKER_SECRET = f"ray-head-secret-{NAME}", f"ray-worker-secret-{NAME}"

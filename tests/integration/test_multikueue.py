@@ -70,8 +70,6 @@ from kuberay.runtime.client import (
 )
 from kuberay.runtime.errors import ApiError, Conflict
 
-pytestmark = pytest.mark.on_demand_binaries  # Kueue
-
 _KUEUE = "kueue.x-k8s.io"
 ADMISSION_CHECKS = Resource(_KUEUE, "v1beta2", "admissionchecks", False, "AdmissionCheck")
 MK_CONFIGS = Resource(_KUEUE, "v1beta2", "multikueueconfigs", False, "MultiKueueConfig")

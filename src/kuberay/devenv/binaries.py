@@ -23,8 +23,7 @@ Invariants and failure modes:
   arguments, ``kuberay dev build`` and the plane only need ``ALL_BINARIES``, so a plane never
   waits for, or fails on, a build it does not use. ``go_operator_binary()`` builds it when asked.
 - One process builds a component at a time (a lock file beside its cache directory); another
-  that needs it meanwhile waits and then uses that build, so scripts/test.sh can build the
-  on-demand tools in the background while tests that may ask for them run.
+  that needs it meanwhile (a second terminal, a test) waits and then uses that build.
 - A component may carry patches (unified diffs in its wrapper module's ``patches/``) for bugs in
   the pinned release that the dev plane trips over. They are applied to a copy of that module
   which a copy of the wrapper module ``replace``s it with, never to the module cache; the cache
@@ -566,8 +565,7 @@ def ensure(
             missing.append(comp)
     for comp in missing:
         with _build_lock(comp):
-            # Another process (the test script's background builds, a second terminal) may
-            # have built it while this one waited for the lock.
+            # Another process may have built it while this one waited for the lock.
             if not all((component_dir(comp) / b).is_file() for b in comp.packages):
                 build_component(comp, log=log)
         for binary in comp.packages:
