@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kuberay.api import crdgen, openapi
+from kuberay.devenv import manifests
 from kuberay.devenv.crds import apply_crds
 from kuberay.runtime.client import CRDS, KubeClient, Resource
 from kuberay.runtime.errors import Invalid
@@ -105,6 +106,37 @@ async def test_crds_install_and_are_structural(kube: KubeClient, crds: None) -> 
     await install_crds(kube)
     after = await kube.get(CRDS, "rayclusters.ray.io")
     assert after["metadata"]["generation"] == before["metadata"]["generation"]
+
+
+async def test_dev_install_writes_only_what_differs_from_the_served_crd(
+    kube: KubeClient, crds: None
+) -> None:
+    """The dev tools' install (every operator fixture runs it) skips a CRD already served as
+    applied, and re-applies one whose spec someone else changed."""
+    name = "raycronjobs.ray.io"
+    await manifests.install_crds(kube)
+    before = await kube.get(CRDS, name)
+    notes = before["metadata"]["annotations"]
+    assert notes[manifests.APPLIED_GENERATION] == str(before["metadata"]["generation"])
+    patches = kube.request_counts.get(("PATCH", 200), 0)
+    await manifests.install_crds(kube)
+    assert kube.request_counts.get(("PATCH", 200), 0) == patches  # nothing written
+
+    changed = await kube.patch(CRDS, name, {"spec": {"names": {"categories": ["all", "zz"]}}})
+    assert changed["metadata"]["generation"] == before["metadata"]["generation"] + 1
+    patches = kube.request_counts.get(("PATCH", 200), 0)
+    await manifests.install_crds(kube)
+    # The one changed CRD: its apply, then the note of the generation that produced.
+    assert kube.request_counts.get(("PATCH", 200), 0) == patches + 2
+    repaired = await kube.get(CRDS, name)
+    assert repaired["spec"]["names"]["categories"] == ["all"]
+    assert repaired["metadata"]["annotations"][manifests.APPLIED_GENERATION] == str(
+        repaired["metadata"]["generation"]
+    )
+    assert (
+        repaired["metadata"]["annotations"][manifests.APPLIED_DIGEST]
+        == (notes[manifests.APPLIED_DIGEST])
+    )
 
 
 async def test_defaults_and_pruning(kube: KubeClient, crds: None, namespace: str) -> None:
