@@ -12,6 +12,9 @@ Invariants and failure modes:
   the key goes to the back of the queue, so one huge scale-up cannot starve small clusters.
   A multi-host replica is never split: a pass with budget left creates at least one whole
   replica, and a pass that created nothing never asks to run again at once (no hot loop).
+- Worker pods are created only while the operator has fewer than ``max_unstarted_pods`` pods
+  the plane has not started (``pod_window``): a group that finds the window full waits to be
+  woken when pods start (or for a 10 s timer), and takes no more than the room left.
 - A group is held (no creates, requeue shortly) while ``max_unbound_per_group`` of its pods
   still wait for the default scheduler: the scheduler's queue is FIFO, so pods created faster
   than it binds only delay every other cluster's pods. Pods found unschedulable do not count
@@ -64,6 +67,7 @@ from kuberay.builders import service as svcb
 from kuberay.builders import storage as storeb
 from kuberay.builders.errors import BuildError
 from kuberay.builders.options import BuildOptions
+from kuberay.controllers import pod_window
 from kuberay.controllers import raycluster_status as st
 from kuberay.controllers.common import (
     OWNED_SELECTOR,
@@ -115,9 +119,11 @@ MTLS_RECREATE = "mTLS is enabled but pod doesn't have mTLS configuration, needs 
 DEFAULT_GCS_FT_DELETION_TIMEOUT = 300.0
 HEAD_TERMINATION_REQUEUE = 10.0
 # What a pass leaves for later, ordered so that max() of two groups' answers is the pass's.
-DONE, MORE_LATER, MORE_NOW = 0, 1, 2
+DONE, WAIT_WINDOW, MORE_LATER, MORE_NOW = 0, 1, 2, 3
 # Ours, not upstream's: tunes the scheduler hold (RayClusterConfig.max_unbound_per_group).
 ENV_MAX_UNBOUND_PER_GROUP = "KUBERAY_MAX_UNBOUND_PODS_PER_GROUP"
+# Ours, not upstream's: the operator-wide start window (RayClusterConfig.max_unstarted_pods).
+ENV_MAX_UNSTARTED_PODS = "KUBERAY_MAX_UNSTARTED_PODS"
 # Worker creations in one pass up to this many get an event each; more get one event.
 EVENT_BATCH_MIN = 5
 # events.k8s.io rejects a note longer than 1 KiB.
@@ -155,6 +161,9 @@ class RayClusterConfig:
     # queue. 0 turns the hold off. Never applied with a batch scheduler or a custom
     # schedulerName: gang schedulers bind nothing until the whole gang exists.
     max_unbound_per_group: int = 10
+    # Worker pods are created only while fewer than this many of the operator's pods wait for
+    # the plane to start them (scheduler or kubelet; see pod_window). 0 turns it off.
+    max_unstarted_pods: int = pod_window.DEFAULT_LIMIT
     hold_requeue_seconds: float = 0.5
     # Pod creates in flight at once for one group, as upstream (one at a time). Measured on
     # the KWOK plane (tests/bench/scale.py, figures in the README): 20 in flight did not make
@@ -179,6 +188,9 @@ class RayClusterConfig:
         unbound = env.get(ENV_MAX_UNBOUND_PER_GROUP, "").strip()
         if unbound.isdigit():
             kwargs["max_unbound_per_group"] = int(unbound)
+        unstarted = env.get(ENV_MAX_UNSTARTED_PODS, "").strip()
+        if unstarted.isdigit():
+            kwargs["max_unstarted_pods"] = int(unstarted)
         kwargs.update(overrides)
         return cls(**kwargs)
 
@@ -284,6 +296,7 @@ class RayClusterReconciler:
         self.made = caches.made
         self.controller: Controller | None = None
         self.expectations = Expectations(self._lookup_pod)
+        self.window = pod_window.PodStartWindow(self.pods, config.max_unstarted_pods)
         # uid -> the InvalidReplicas note last sent, so a spec with a negative replicas gets one
         # event per distinct problem, not one per pass (which would also use up the cluster's
         # event budget and hide its pod events).
@@ -370,6 +383,10 @@ class RayClusterReconciler:
         if held and more_work == DONE:
             # A paced progress write (raycluster_status.status_write_delay): come back for it.
             return Result(requeue_after=held)
+        if more_work == WAIT_WINDOW:
+            # Woken when pods start; the timer only covers a lost wake-up.
+            wait = pod_window.WINDOW_REQUEUE_SECONDS
+            return Result(requeue_after=min(held, wait) if held else wait)
         if held and more_work == MORE_LATER:
             return Result(requeue_after=min(held, self.config.hold_requeue_seconds))
         if more_work == MORE_NOW:
@@ -916,9 +933,16 @@ class RayClusterReconciler:
         diff = desired - len(remaining) - len(leaving)
         if diff > 0:
             room = self._scheduler_room(group, remaining)
-            count = min(diff, max(0, budget), room)
+            cluster_key = f"{meta['namespace']}/{meta['name']}"
+            window = self.window.room(cluster_key)
+            count = min(diff, max(0, budget), room, window)
             if count == 0 and room == 0:
                 return 0, MORE_LATER
+            # What to be woken for once the window is full: the rest, one pass's worth at most.
+            wanted = max(1, min(diff, room, self.config.max_creates_per_pass) - count)
+            if count == 0 and window == 0 and budget > 0:
+                self.window.wait(cluster_key, wanted)
+                return 0, WAIT_WINDOW
             used = {
                 p["metadata"]["labels"].get(c.LABEL_WORKER_GROUP_REPLICA_INDEX)
                 for p in (*remaining, *leaving)
@@ -930,10 +954,19 @@ class RayClusterReconciler:
                 )
                 for _ in range(count)
             ]
-            await self._create_pods(cluster, builds, key)
+            try:
+                await self._create_pods(cluster, builds, key)
+            finally:
+                self.window.claimed(cluster_key)
             if count == diff:
                 return count, DONE
-            return count, MORE_LATER if count == room else MORE_NOW
+            if count == room:
+                return count, MORE_LATER
+            if count == window:
+                # The window is full now: wake up for the rest when pods start.
+                self.window.wait(cluster_key, wanted)
+                return count, WAIT_WINDOW
+            return count, MORE_NOW
         excess = len(remaining) - desired  # live pods only: a leaving one is going already
         if diff < 0 and excess > 0:
             autoscaling = bool(cluster["spec"].get("enableInTreeAutoscaling"))
@@ -1063,11 +1096,13 @@ class RayClusterReconciler:
         pod_name = pod["metadata"].get("name", "")
         if pod_name:
             self.expectations.expect_create(key, ns, pod_name)
+            self.window.reserve(ns, pod_name)
         try:
             created = await self.client.create(PODS, pod, ns)
         except ApiError as exc:
             if pod_name and _surely_not_written(exc):
                 self.expectations.observe_failure(key, ns, pod_name)
+                self.window.release(ns, pod_name)
             reason = (
                 c.EVENT_FAILED_TO_CREATE_HEAD_POD if head else c.EVENT_FAILED_TO_CREATE_WORKER_POD
             )
@@ -1246,6 +1281,7 @@ def register(
     for owned in (reconciler.jobs, reconciler.pods, reconciler.services):
         ctrl.owns(owned, c.KIND_RAYCLUSTER, c.GROUP)
     reconciler.controller = ctrl
+    reconciler.window.wake = ctrl.queue.add
     return reconciler
 
 

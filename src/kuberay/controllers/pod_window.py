@@ -1,0 +1,199 @@
+"""The operator-wide start window: worker pods are created no faster than the plane starts them.
+
+Ours, not upstream's (the Go operator creates every missing pod at once). A pod the plane has
+not started yet is one the scheduler has not looked at, or one bound to a node whose kubelet
+has not taken it (no ``status.startTime``). Creating far more of those than the plane can start
+only lengthens its queues: on the KWOK plane at 1000x10, 2,000+ bound pods waited for their
+kubelet, the apiserver closed KWOK's pod watch as too slow, and every relist replayed work.
+So a worker group creates only while fewer than ``limit`` of the operator's pods are unstarted;
+a group that finds the window full waits in a FIFO and is woken when pods start.
+
+Invariants and failure modes:
+- Never a stall of its own: a pod unstarted for longer than ``max_age`` seconds no longer
+  counts (a dead node or a kubelet that never reports must not hold other clusters back), and a
+  waiting cluster is also requeued on a timer (``WINDOW_REQUEUE_SECONDS``), so a lost wake-up
+  costs a few seconds, not progress.
+- The count is taken from the pod cache's index plus the creates granted but not yet seen by
+  the watch (``reserve``), so concurrent reconciles cannot overshoot by more than one pass each.
+- Pods the scheduler has found unschedulable or gated (``PodScheduled`` False), pods being
+  deleted, and unbound pods of a custom scheduler (gang schedulers bind nothing until the gang
+  is whole) never count: the window paces the plane's work, not the cluster's capacity.
+- A woken cluster is promised the room it was woken for until it has created its pods (or
+  ``PROMISE_SECONDS``), so the next pod to start does not hand the same room to another waiter.
+- The waiters are only a wake-up list: losing it (a restart) loses nothing, since every
+  waiting cluster is on the work queue's timer as well.
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Protocol
+
+from kuberay.runtime.informer import Handler
+from kuberay.runtime.store import Obj, object_key
+
+INDEX = "unstarted"
+DEFAULT_LIMIT = 200
+DEFAULT_MAX_AGE = 60.0
+# A waiting cluster's timer, should no pod start to wake it.
+WINDOW_REQUEUE_SECONDS = 10.0
+# A waiter is woken only once this much room is free (or all it asked for), so that wake-ups
+# come in batches instead of one reconcile per started pod.
+WAKE_BATCH = 10
+# How long room promised to a woken cluster stays set aside for it.
+PROMISE_SECONDS = 5.0
+
+
+def unstarted(pod: Obj) -> bool:
+    """Whether the plane still owes this pod a start (scheduler or kubelet)."""
+    if pod.get("metadata", {}).get("deletionTimestamp"):
+        return False
+    status = pod.get("status") or {}
+    if status.get("startTime") or status.get("phase") not in (None, "", "Pending"):
+        return False
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return False
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return True
+    return spec.get("schedulerName") in (None, "", "default-scheduler")
+
+
+def _index(pod: Obj) -> list[str]:
+    return ["1"] if unstarted(pod) else []
+
+
+class PodSource(Protocol):
+    def add_indexer(self, name: str, func: Callable[[Obj], list[str]]) -> None: ...
+
+    def add_handler(self, handler: Handler) -> None: ...
+
+    def list(
+        self, namespace: str | None = None, *, index: str | None = None, value: str = ""
+    ) -> builtins.list[Obj]: ...
+
+
+def _rfc3339(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class PodStartWindow:
+    def __init__(
+        self,
+        pods: PodSource,
+        limit: int = DEFAULT_LIMIT,
+        max_age: float = DEFAULT_MAX_AGE,
+        *,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.pods = pods
+        self.limit = limit
+        self.max_age = max_age
+        self.clock = clock
+        self.monotonic = monotonic
+        # Keys granted a create the watch has not delivered yet -> when granted (monotonic).
+        self._granted: dict[str, float] = {}
+        # Waiting cluster keys -> how many pods each asked for, oldest first.
+        self._waiters: OrderedDict[str, int] = OrderedDict()
+        # Woken cluster keys -> (room set aside for them, when woken (monotonic)).
+        self._promised: dict[str, tuple[int, float]] = {}
+        self.wake: Callable[[str], None] = lambda _key: None
+        if limit > 0:
+            pods.add_indexer(INDEX, _index)
+            pods.add_handler(
+                Handler(on_add=self._seen, on_update=self._updated, on_delete=self._deleted)
+            )
+
+    @property
+    def enabled(self) -> bool:
+        return self.limit > 0
+
+    def in_flight(self) -> int:
+        """Pods created recently enough to count that the plane has not started yet."""
+        cutoff = _rfc3339(self.clock() - self.max_age)
+        counted = {
+            object_key(p)
+            for p in self.pods.list(index=INDEX, value="1")
+            # RFC 3339 UTC seconds compare as strings.
+            if p["metadata"].get("creationTimestamp", "") >= cutoff
+        }
+        stale = self.monotonic() - self.max_age
+        for key, granted in list(self._granted.items()):
+            if granted < stale:
+                del self._granted[key]
+            else:
+                counted.add(key)
+        return len(counted)
+
+    def room(self, key: str | None = None) -> int:
+        """How many more pods cluster ``key`` may create now: the free room less what is
+        promised to other woken clusters (effectively unbounded when disabled)."""
+        if not self.enabled:
+            return 1 << 30
+        stale = self.monotonic() - PROMISE_SECONDS
+        promised = 0
+        for other, (count, woken) in list(self._promised.items()):
+            if woken < stale:
+                del self._promised[other]
+            elif other != key:
+                promised += count
+        return max(0, self.limit - self.in_flight() - promised)
+
+    def claimed(self, key: str) -> None:
+        """Cluster ``key`` has created what it was woken for: its creates count instead."""
+        self._promised.pop(key, None)
+
+    def reserve(self, namespace: str, name: str) -> None:
+        """A create about to be sent: it counts until the watch shows the pod."""
+        if self.enabled:
+            self._granted[f"{namespace}/{name}"] = self.monotonic()
+
+    def release(self, namespace: str, name: str) -> None:
+        """A create that surely did not land."""
+        self._granted.pop(f"{namespace}/{name}", None)
+        self._wake_waiters()
+
+    def wait(self, key: str, wanted: int) -> None:
+        """``key`` (a cluster) wants ``wanted`` pods and found no room: wake it later."""
+        self._promised.pop(key, None)
+        if key not in self._waiters:
+            self._waiters[key] = wanted
+        else:
+            self._waiters[key] = max(self._waiters[key], wanted)
+
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    def _seen(self, pod: Obj) -> None:
+        if self._granted.pop(object_key(pod), None) is not None and not unstarted(pod):
+            self._wake_waiters()
+
+    def _updated(self, old: Obj, new: Obj) -> None:
+        self._granted.pop(object_key(new), None)
+        if unstarted(old) and not unstarted(new):
+            self._wake_waiters()
+
+    def _deleted(self, pod: Obj) -> None:
+        self._granted.pop(object_key(pod), None)
+        if unstarted(pod):
+            self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
+        if not self._waiters:
+            return
+        room = self.room()
+        while self._waiters:
+            key, wanted = next(iter(self._waiters.items()))
+            take = min(wanted, WAKE_BATCH)
+            if room < take:
+                return
+            del self._waiters[key]
+            self._promised[key] = (min(wanted, room), self.monotonic())
+            room -= wanted
+            self.wake(key)

@@ -1,0 +1,241 @@
+"""The operator-wide start window (``pod_window``): which pods count, how the room follows the
+pod cache and the creates in flight, and when a waiting cluster is woken. Caches are real
+``ResourceCache``s over standalone informers, fed events by hand (nothing lists or watches)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, cast
+
+import pytest
+
+from kuberay.controllers import pod_window
+from kuberay.controllers.pod_window import PodStartWindow, unstarted
+from kuberay.controllers.raycluster import (
+    WAIT_WINDOW,
+    RayClusterCaches,
+    RayClusterConfig,
+    RayClusterReconciler,
+)
+from kuberay.runtime.cache import ResourceCache
+from kuberay.runtime.client import PODS, KubeClient, Resource
+from kuberay.runtime.events import EventRecorder
+from kuberay.runtime.informer import Informer
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+def stamp(seconds_ago: float) -> str:
+    return pod_window._rfc3339(NOW - seconds_ago)
+
+
+def pod(
+    name: str,
+    *,
+    node: str = "",
+    started: bool = False,
+    age: float = 1.0,
+    **extra: Any,
+) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": "Running", "startTime": stamp(age)} if started else {}
+    status.update(extra.pop("status", {}))
+    return {
+        "metadata": {"name": name, "namespace": "ns", "creationTimestamp": stamp(age), **extra},
+        "spec": {"nodeName": node} if node else {},
+        "status": status,
+    }
+
+
+@pytest.mark.parametrize(
+    ("obj", "counts"),
+    [
+        (pod("new"), True),
+        (pod("bound", node="n1"), True),
+        (pod("running", node="n1", started=True), False),
+        (pod("gone", deletionTimestamp=stamp(0)), False),
+        (pod("failed", status={"phase": "Failed"}), False),
+        (
+            pod(
+                "unschedulable",
+                status={"conditions": [{"type": "PodScheduled", "status": "False"}]},
+            ),
+            False,
+        ),
+        ({**pod("gang"), "spec": {"schedulerName": "volcano"}}, False),
+        ({**pod("gang-bound"), "spec": {"schedulerName": "volcano", "nodeName": "n1"}}, True),
+        ({**pod("default"), "spec": {"schedulerName": "default-scheduler"}}, True),
+    ],
+)
+def test_which_pods_the_plane_still_owes_a_start(obj: dict[str, Any], counts: bool) -> None:
+    assert unstarted(obj) is counts
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.wall = NOW
+        self.mono = 1000.0
+
+    def advance(self, seconds: float) -> None:
+        self.wall += seconds
+        self.mono += seconds
+
+
+def window(limit: int = 5, max_age: float = 60.0) -> tuple[PodStartWindow, Informer, Clock]:
+    informer = Informer(cast(KubeClient, None), PODS)
+    cache = ResourceCache(PODS, [informer])
+    clock = Clock()
+    win = PodStartWindow(
+        cache, limit, max_age, clock=lambda: clock.wall, monotonic=lambda: clock.mono
+    )
+    return win, informer, clock
+
+
+def test_room_counts_unstarted_pods_and_creates_not_yet_seen() -> None:
+    win, informer, _ = window(limit=5)
+    informer._apply("ADDED", pod("a"))
+    informer._apply("ADDED", pod("b", node="n1"))
+    informer._apply("ADDED", pod("c", node="n1", started=True))
+    assert win.room() == 3
+    win.reserve("ns", "d")
+    assert win.room() == 2
+    informer._apply("ADDED", pod("d"))  # seen by the watch: counted once, from the cache
+    assert win.room() == 2
+    win.reserve("ns", "e")
+    win.release("ns", "e")  # refused: it never counts
+    assert win.room() == 2
+
+
+def test_old_unstarted_pods_and_old_grants_stop_counting() -> None:
+    """A dead kubelet or a create whose pod never shows must not hold the window forever."""
+    win, informer, clock = window(limit=3, max_age=60.0)
+    informer._apply("ADDED", pod("stuck", node="dead", age=61.0))
+    informer._apply("ADDED", pod("fresh", node="n1", age=5.0))
+    win.reserve("ns", "lost")
+    assert win.room() == 1
+    clock.advance(61.0)
+    assert win.room() == 3
+
+
+def test_waiters_are_woken_in_order_when_enough_pods_start() -> None:
+    win, informer, _ = window(limit=20)
+    woken: list[str] = []
+    win.wake = woken.append
+    for i in range(20):
+        informer._apply("ADDED", pod(f"p{i}", node="n1"))
+    win.wait("ns/first", 50)
+    win.wait("ns/second", 3)
+    assert win.room() == 0
+    for i in range(9):
+        informer._apply("MODIFIED", pod(f"p{i}", node="n1", started=True))
+    assert woken == []  # 9 free: less than a batch for the first waiter
+    informer._apply("MODIFIED", pod("p9", node="n1", started=True))
+    assert woken == ["ns/first"]  # it may take all 10; the second waits for more room
+    # Those 10 are promised to the first until it has created its pods: the second waiter
+    # needs 3 more.
+    informer._apply("DELETED", pod("p10", node="n1"))
+    informer._apply("MODIFIED", pod("p11", node="n1", started=True))
+    assert woken == ["ns/first"]
+    informer._apply("MODIFIED", pod("p12", node="n1", started=True))
+    assert woken == ["ns/first", "ns/second"]
+    assert win.room("ns/second") == 3
+    win.claimed("ns/first")
+    assert win.room("ns/second") == 13
+    assert win.waiting() == 0
+
+
+def test_a_disabled_window_never_limits() -> None:
+    win, informer, _ = window(limit=0)
+    for i in range(50):
+        informer._apply("ADDED", pod(f"p{i}"))
+    assert win.room() >= 1 << 30
+    assert not win.enabled
+
+
+# ------------------------------------------------------------------ in the reconciler
+class Standalone:
+    def cache(self, resource: Resource, **kwargs: Any) -> ResourceCache:
+        kwargs.pop("namespaces", None)
+        return ResourceCache(resource, [Informer(cast(KubeClient, None), resource, **kwargs)])
+
+
+class Client:
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    async def create(self, resource: Any, obj: dict[str, Any], ns: str | None) -> Any:
+        self.created.append(obj["metadata"]["name"])
+        return obj
+
+
+class Recorder:
+    def event(self, *args: Any) -> None:
+        pass
+
+
+CLUSTER: dict[str, Any] = {
+    "apiVersion": "ray.io/v1",
+    "kind": "RayCluster",
+    "metadata": {"name": "rc", "namespace": "ns", "uid": "u1"},
+    "spec": {
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-head", "image": "ray"}]}},
+        },
+        "workerGroupSpecs": [
+            {
+                "groupName": "g",
+                "replicas": 8,
+                "minReplicas": 0,
+                "maxReplicas": 8,
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [{"name": "ray-worker", "image": "ray"}]}},
+            }
+        ],
+    },
+}
+
+
+def reconciler(limit: int) -> tuple[RayClusterReconciler, Client]:
+    client = Client()
+    r = RayClusterReconciler(
+        cast(KubeClient, client),
+        RayClusterConfig(max_unstarted_pods=limit),
+        cast(EventRecorder, Recorder()),
+        RayClusterCaches.make(Standalone(), None),
+    )
+    return r, client
+
+
+async def test_a_group_creates_only_the_room_left_and_waits_for_the_rest() -> None:
+    r, client = reconciler(limit=5)
+    informer = r.pods.informers[0]
+    for i in range(2):
+        informer._apply(
+            "ADDED",
+            {
+                **pod(f"other-{i}"),
+                "metadata": {
+                    **pod(f"other-{i}")["metadata"],
+                    "labels": {"ray.io/cluster": "other"},
+                },
+            },
+        )
+    cluster = copy.deepcopy(CLUSTER)
+    group = cluster["spec"]["workerGroupSpecs"][0]
+    created, more = await r._reconcile_group(cluster, group, [], budget=50)
+    assert (created, more) == (3, WAIT_WINDOW)
+    assert len(client.created) == 3
+    assert r.window.waiting() == 1
+    # Full now (the three creates count until seen): nothing more, still waiting.
+    created, more = await r._reconcile_group(cluster, group, [], budget=50)
+    assert (created, more) == (0, WAIT_WINDOW)
+    assert len(client.created) == 3
+
+
+async def test_without_a_window_the_group_is_created_whole() -> None:
+    r, client = reconciler(limit=0)
+    cluster = copy.deepcopy(CLUSTER)
+    group = cluster["spec"]["workerGroupSpecs"][0]
+    created, _ = await r._reconcile_group(cluster, group, [], budget=50)
+    assert created == 8
+    assert len(client.created) == 8
