@@ -8,7 +8,6 @@ and unstarted until the test starts them itself by writing their status, as a ku
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from operator_fixture import OperatorProcess, install_crds
 from kuberay.api.constants import RAYCLUSTERS
 from kuberay.devenv.plane import Plane
 from kuberay.devenv.testing import wait_until
+from kuberay.runtime import rfc3339
 from kuberay.runtime.client import NODES, PODS, KubeClient
 from kuberay.runtime.errors import NotFound
 
@@ -109,12 +109,11 @@ async def wait_pods(kube: KubeClient, namespace: str, count: int) -> None:
 
 async def start(kube: KubeClient, pod: dict[str, Any]) -> None:
     """What a kubelet reports first: it took the pod."""
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     meta = pod["metadata"]
     await kube.patch(
         PODS,
         meta["name"],
-        {"status": {"phase": "Running", "startTime": now}},
+        {"status": {"phase": "Running", "startTime": rfc3339.now()}},
         meta["namespace"],
         subresource="status",
     )

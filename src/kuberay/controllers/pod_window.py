@@ -27,12 +27,12 @@ Invariants and failure modes:
 from __future__ import annotations
 
 import builtins
-import datetime as dt
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
+from kuberay.runtime import rfc3339
 from kuberay.runtime.informer import Handler
 from kuberay.runtime.store import Obj, object_key
 
@@ -78,10 +78,6 @@ class PodSource(Protocol):
     ) -> builtins.list[Obj]: ...
 
 
-def _rfc3339(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class PodStartWindow:
     def __init__(
         self,
@@ -116,7 +112,7 @@ class PodStartWindow:
 
     def in_flight(self) -> int:
         """Pods created recently enough to count that the plane has not started yet."""
-        cutoff = _rfc3339(self.clock() - self.max_age)
+        cutoff = rfc3339.format_time(self.clock() - self.max_age)
         counted = {
             object_key(p)
             for p in self.pods.list(index=INDEX, value="1")

@@ -9,7 +9,6 @@ from typing import Any, cast
 
 import pytest
 
-from kuberay.controllers import pod_window
 from kuberay.controllers.pod_window import PodStartWindow, unstarted
 from kuberay.controllers.raycluster import (
     WAIT_WINDOW,
@@ -17,6 +16,7 @@ from kuberay.controllers.raycluster import (
     RayClusterConfig,
     RayClusterReconciler,
 )
+from kuberay.runtime import rfc3339
 from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import PODS, KubeClient, Resource
 from kuberay.runtime.events import EventRecorder
@@ -26,7 +26,7 @@ NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
 
 def stamp(seconds_ago: float) -> str:
-    return pod_window._rfc3339(NOW - seconds_ago)
+    return rfc3339.format_time(NOW - seconds_ago)
 
 
 def pod(
