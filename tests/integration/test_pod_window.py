@@ -1,5 +1,5 @@
-"""The operator-wide start window on the real plane: worker pods are created only while few
-enough of the operator's pods wait for a kubelet to start them.
+"""The operator-wide start window on the real plane: pods, heads included, are created only
+while few enough of the operator's pods wait for a kubelet to start them.
 
 The pods go to a node no kubelet serves (KWOK manages only annotated nodes), so they stay bound
 and unstarted until the test starts them itself by writing their status, as a kubelet would.
@@ -142,12 +142,17 @@ async def test_workers_are_created_as_the_plane_starts_pods(
     op.start()
     try:
         await kube.create(RAYCLUSTERS, cluster("paced", namespace), namespace)
-        # The head (never held back) and three workers fill the window of four.
+        # The head and three workers fill the window of four.
         await wait_pods(kube, namespace, WINDOW)
         mark = op.trace.mark()
         await op.trace.wait_reconciled("raycluster", namespace, "paced", after=mark)
         waiting = await bound_unstarted(kube, namespace)
         assert len(waiting) == WINDOW
+        assert len(await pods(kube, namespace)) == WINDOW
+        # A cluster that arrives now waits for room, its head too.
+        mark = op.trace.mark()
+        await kube.create(RAYCLUSTERS, cluster("later", namespace), namespace)
+        await op.trace.wait_reconciled("raycluster", namespace, "later", after=mark)
         assert len(await pods(kube, namespace)) == WINDOW
 
         # Two start: two more workers, and still no more than the window waits.
@@ -165,7 +170,7 @@ async def test_workers_are_created_as_the_plane_starts_pods(
             assert len(waiting) <= WINDOW
             for pod in waiting:
                 await start(kube, pod)
-            return not waiting and len(await pods(kube, namespace)) == 1 + WORKERS
+            return not waiting and len(await pods(kube, namespace)) == 2 * (1 + WORKERS)
 
         await wait_until(all_created_and_started, timeout=90, what="every pod created and started")
     finally:

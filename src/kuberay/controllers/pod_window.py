@@ -1,12 +1,13 @@
-"""The operator-wide start window: worker pods are created no faster than the plane starts them.
+"""The operator-wide start window: pods are created no faster than the plane starts them.
 
 Ours, not upstream's (the Go operator creates every missing pod at once). A pod the plane has
 not started yet is one the scheduler has not looked at, or one bound to a node whose kubelet
 has not taken it (no ``status.startTime``). Creating far more of those than the plane can start
 only lengthens its queues: on the KWOK plane at 1000x10, 2,000+ bound pods waited for their
 kubelet, the apiserver closed KWOK's pod watch as too slow, and every relist replayed work.
-So a worker group creates only while fewer than ``limit`` of the operator's pods are unstarted;
-a group that finds the window full waits in a FIFO and is woken when pods start.
+So a head or worker group is created only while fewer than ``limit`` of the operator's pods
+are unstarted; a cluster that finds the window full waits in a FIFO and is woken when pods
+start.
 
 Invariants and failure modes:
 - Never a stall of its own: a pod unstarted for longer than ``max_age`` seconds no longer
@@ -14,7 +15,8 @@ Invariants and failure modes:
   waiting cluster is also requeued on a timer (``WINDOW_REQUEUE_SECONDS``), so a lost wake-up
   costs a few seconds, not progress.
 - The count is taken from the pod cache's index plus the creates granted but not yet seen by
-  the watch (``reserve``), so concurrent reconciles cannot overshoot by more than one pass each.
+  the watch (``reserve``). A reconcile reserves its whole batch before its first create goes
+  out, so concurrent reconciles never take the same room.
 - Pods the scheduler has found unschedulable or gated (``PodScheduled`` False), pods being
   deleted, and unbound pods of a custom scheduler (gang schedulers bind nothing until the gang
   is whole) never count: the window paces the plane's work, not the cluster's capacity.

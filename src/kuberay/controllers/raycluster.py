@@ -12,9 +12,9 @@ Invariants and failure modes:
   the key goes to the back of the queue, so one huge scale-up cannot starve small clusters.
   A multi-host replica is never split: a pass with budget left creates at least one whole
   replica, and a pass that created nothing never asks to run again at once (no hot loop).
-- Worker pods are created only while the operator has fewer than ``max_unstarted_pods`` pods
-  the plane has not started (``pod_window``): a group that finds the window full waits to be
-  woken when pods start (or for a 10 s timer), and takes no more than the room left.
+- Pods are created only while the operator has fewer than ``max_unstarted_pods`` pods the
+  plane has not started (``pod_window``): a head or group that finds the window full waits to
+  be woken when pods start (or for a 10 s timer), and takes no more than the room left.
 - A group is held (no creates, requeue shortly) while ``max_unbound_per_group`` of its pods
   still wait for the default scheduler: the scheduler's queue is FIFO, so pods created faster
   than it binds only delay every other cluster's pods. Pods found unschedulable do not count
@@ -161,7 +161,7 @@ class RayClusterConfig:
     # queue. 0 turns the hold off. Never applied with a batch scheduler or a custom
     # schedulerName: gang schedulers bind nothing until the whole gang exists.
     max_unbound_per_group: int = 10
-    # Worker pods are created only while fewer than this many of the operator's pods wait for
+    # Pods are created only while fewer than this many of the operator's pods wait for
     # the plane to start them (scheduler or kubelet; see pod_window). 0 turns it off.
     max_unstarted_pods: int = pod_window.DEFAULT_LIMIT
     hold_requeue_seconds: float = 0.5
@@ -379,7 +379,7 @@ class RayClusterReconciler:
                 cluster, WARNING, c.EVENT_INVALID_RAYCLUSTER_SPEC, str(exc), "Validate"
             )
             error = _ReconcileError("", str(exc))
-        changed, held = await self._update_status(cluster, error)
+        changed, held = await self._update_status(cluster, error, waiting=more_work == WAIT_WINDOW)
         if held and more_work == DONE:
             # A paced progress write (raycluster_status.status_write_delay): come back for it.
             return Result(requeue_after=held)
@@ -798,9 +798,10 @@ class RayClusterReconciler:
         if self.config.scheduler is not None:
             await self.config.scheduler.on_submission(self.client, cluster)
         leaving_heads = [p for p in leaving if st.node_type(p) == c.NODE_TYPE_HEAD]
+        head_more = DONE
         if heads or not leaving_heads:
-            await self._reconcile_head(cluster, heads)
-        return await self._reconcile_groups(cluster, pods, leaving)
+            head_more = await self._reconcile_head(cluster, heads)
+        return max(head_more, await self._reconcile_groups(cluster, pods, leaving))
 
     def _lacks_mtls(self, cluster: Obj, pod: Obj) -> bool:
         """A pod of a TLS cluster built without TLS (TLS was turned on later): recreated.
@@ -866,12 +867,14 @@ class RayClusterReconciler:
             PODS, head["metadata"]["name"], patch, head["metadata"]["namespace"]
         )
 
-    async def _reconcile_head(self, cluster: Obj, heads: list[Obj]) -> None:
+    async def _reconcile_head(self, cluster: Obj, heads: list[Obj]) -> int:
+        """The head pod: recreated when unhealthy, created when missing once the start window
+        has room (WAIT_WINDOW otherwise, DONE when nothing is left to do here)."""
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
         key = f"{ns}/{name}/"
         if not self.expectations.satisfied(key):
-            return
+            return DONE
         if len(heads) == 1:
             head = heads[0]
             if podb.pod_is_unhealthy(head):
@@ -882,7 +885,7 @@ class RayClusterReconciler:
             if self._lacks_mtls(cluster, head):
                 await self._delete_pods(cluster, [head], "", c.REASON_FAILED_DELETE_HEAD_POD)
                 raise _ReconcileError("", MTLS_RECREATE)
-            return
+            return DONE
         if len(heads) > 1:
             raise _ReconcileError(
                 "", v.too_many_head_pods(sorted(h["metadata"]["name"] for h in heads))
@@ -891,10 +894,18 @@ class RayClusterReconciler:
         if st.condition_true(cluster, c.COND_RAYCLUSTER_PROVISIONED) and (
             annotations.get(c.ANNOTATION_DISABLE_PROVISIONED_HEAD_RESTART) == "true"
         ):
-            return
+            return DONE
+        cluster_key = f"{ns}/{name}"
+        if self.window.room(cluster_key) == 0:
+            # A head waits its turn like workers do: created ahead of the window, a thousand
+            # new clusters' heads filled the plane's queues (1000x10 on KWOK: about 100 s
+            # from create to Ready), and every cluster's workers then waited behind them.
+            self.window.wait(cluster_key, 1)
+            return WAIT_WINDOW
         suffix = None if self.config.build.deterministic_head_pod_name else random_suffix()
         pod = podb.build_head_pod(cluster, self.config.build, name_suffix=suffix)
         await self._create_pod(cluster, pod, key, head=True)
+        return DONE
 
     async def _reconcile_group(
         self,
@@ -1050,7 +1061,12 @@ class RayClusterReconciler:
 
     async def _create_pods(self, cluster: Obj, pods: list[Obj], key: str) -> None:
         sem = asyncio.Semaphore(self.config.create_parallelism)
-
+        # The whole batch counts in the start window before the first create is sent: the
+        # creates go out one at a time, and a reconcile of another cluster running in between
+        # must not see room that this batch is about to take.
+        for pod in pods:
+            if pod["metadata"].get("name"):
+                self.window.reserve(pod["metadata"]["namespace"], pod["metadata"]["name"])
         created: list[str] = []
 
         async def one(pod: Obj) -> None:
@@ -1195,11 +1211,13 @@ class RayClusterReconciler:
 
     # ------------------------------------------------------------------ status
     async def _update_status(
-        self, cluster: Obj, error: _ReconcileError | None
+        self, cluster: Obj, error: _ReconcileError | None, *, waiting: bool = False
     ) -> tuple[bool, float]:
         """Computes the new status and writes it when it changed, unless it is progress to
-        pace: then (False, seconds to wait). upstream: updateRayClusterStatus (after
-        calculateStatus)."""
+        pace: then (False, seconds to wait). Progress is paced from the last write or the
+        cluster's newest pod, and while the cluster ``waiting`` for the start window it waits
+        the longest pace: more of its pods are about to be created, and their Ready write
+        will carry it. upstream: updateRayClusterStatus (after calculateStatus)."""
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
         pods = self.cluster_pods(ns, name)
@@ -1217,8 +1235,14 @@ class RayClusterReconciler:
         if error is not None and error.stall:
             new["reason"] = error.message
         if error is None and st.status_changed(cluster.get("status"), new):
+            pace = st.STATUS_PACE_MAX_SECONDS if waiting else self._status_pace()
+            newest = max((p["metadata"].get("creationTimestamp") or "" for p in pods), default="")
             held = st.status_write_delay(
-                cluster.get("status"), new, time.time(), self._status_pace()
+                cluster.get("status"),
+                new,
+                time.time(),
+                pace,
+                since=rfc3339.parse_time(newest) if newest else None,
             )
             if held > 0:
                 return False, held

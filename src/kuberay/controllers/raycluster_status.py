@@ -462,15 +462,25 @@ def status_pace(
 
 
 def status_write_delay(
-    old: Obj | None, new: Obj, now: float, pace: float = STATUS_PACE_SECONDS
+    old: Obj | None,
+    new: Obj,
+    now: float,
+    pace: float = STATUS_PACE_SECONDS,
+    since: float | None = None,
 ) -> float:
     """Seconds to hold back writing ``new`` over ``old`` (0: write now): a progress-only change
-    waits until ``pace`` seconds after the previous write (``old["lastUpdateTime"]``)."""
+    waits until ``pace`` seconds after the previous write (``old["lastUpdateTime"]``) or after
+    ``since`` (when the cluster's newest pod was created), whichever is later. Anchoring on the
+    newest create matters when pods are created long after the last write (a start window, a
+    scale-up): their first steps toward Ready would otherwise each be written at once, just
+    before the write that reports them all Ready."""
     if not old or pace <= 0:
         return 0.0
     last = rfc3339.parse_time(old.get("lastUpdateTime"))
     if last is None:
         return 0.0
+    if since is not None:
+        last = max(last, since)
     keys = (set(old) | set(new)) - set(_IGNORED)
     changed = {k for k in keys if old.get(k) != new.get(k)}
     if not changed <= _PROGRESS_FIELDS:

@@ -11,6 +11,7 @@ import pytest
 
 from kuberay.controllers.pod_window import PodStartWindow, unstarted
 from kuberay.controllers.raycluster import (
+    DONE,
     WAIT_WINDOW,
     RayClusterCaches,
     RayClusterConfig,
@@ -239,3 +240,37 @@ async def test_without_a_window_the_group_is_created_whole() -> None:
     created, _ = await r._reconcile_group(cluster, group, [], budget=50)
     assert created == 8
     assert len(client.created) == 8
+
+
+async def test_a_missing_head_waits_for_room_like_workers() -> None:
+    r, client = reconciler(limit=2)
+    informer = r.pods.informers[0]
+    for i in range(2):
+        informer._apply("ADDED", pod(f"other-{i}"))
+    cluster = copy.deepcopy(CLUSTER)
+    assert await r._reconcile_head(cluster, []) == WAIT_WINDOW
+    assert client.created == []
+    assert r.window.waiting() == 1
+    # One of the other pods starts: the head takes the room and is created.
+    informer._apply("MODIFIED", pod("other-0", node="n1", started=True))
+    assert await r._reconcile_head(cluster, []) == DONE
+    assert len(client.created) == 1
+    assert client.created[0].startswith("rc-head-")
+
+
+async def test_a_batch_holds_its_room_before_its_first_create_goes_out() -> None:
+    r, client = reconciler(limit=5)
+    seen: list[int] = []
+
+    async def create(resource: Any, obj: dict[str, Any], ns: str | None) -> Any:
+        # What another cluster's reconcile would find while this create is in flight.
+        seen.append(r.window.room("ns/someone-else"))
+        client.created.append(obj["metadata"]["name"])
+        return obj
+
+    client.create = create  # type: ignore[method-assign]
+    cluster = copy.deepcopy(CLUSTER)
+    group = cluster["spec"]["workerGroupSpecs"][0]
+    created, _ = await r._reconcile_group(cluster, group, [], budget=50)
+    assert created == 5
+    assert seen == [0] * 5

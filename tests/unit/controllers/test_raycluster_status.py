@@ -397,6 +397,27 @@ def test_status_write_delay(
     assert st.status_write_delay(old, new, now) == pytest.approx(want)
 
 
+@pytest.mark.parametrize(
+    ("since", "now", "want"),
+    [
+        # pods created 60 s after the last write: progress waits for the pace after them
+        (T0 + 60, T0 + 61, 4.0),
+        (T0 + 60, T0 + 65, 0.0),
+        # an older pod changes nothing: the last write is the later anchor
+        (T0 - 100, T0 + 1, 4.0),
+        (None, T0 + 1, 4.0),
+    ],
+    ids=["after-new-pods", "pace-passed", "older-pod", "no-pods"],
+)
+def test_progress_is_paced_from_the_newest_pod_too(
+    since: float | None, now: float, want: float
+) -> None:
+    new = _with(conditions=_conditions("True", "False"))
+    assert st.status_write_delay(_base(), new, now, since=since) == pytest.approx(want)
+    # Anything but progress is still written at once.
+    assert st.status_write_delay(_base(), _with(state="ready"), now, since=since) == 0.0
+
+
 def test_status_pace_zero_never_holds() -> None:
     assert st.status_write_delay(_base(), _with(readyWorkerReplicas=1), T0, pace=0) == 0.0
 
