@@ -1236,13 +1236,12 @@ class RayClusterReconciler:
             new["reason"] = error.message
         if error is None and st.status_changed(cluster.get("status"), new):
             pace = st.STATUS_PACE_MAX_SECONDS if waiting else self._status_pace()
-            newest = max((p["metadata"].get("creationTimestamp") or "" for p in pods), default="")
             held = st.status_write_delay(
                 cluster.get("status"),
                 new,
                 time.time(),
                 pace,
-                since=rfc3339.parse_time(newest) if newest else None,
+                created=[p["metadata"].get("creationTimestamp") or "" for p in pods],
             )
             if held > 0:
                 return False, held

@@ -26,13 +26,17 @@ Invariants and failure modes:
 - The pace (``status_pace``) is ``STATUS_PACE_SECONDS`` while the controller keeps up, and grows
   with its backlog (keys waiting per worker) up to ``STATUS_PACE_MAX_SECONDS``: when a thousand
   clusters start at once, their counters would be stale again before anyone reads them, and
-  each write costs the plane that is making their pods. No change waits longer than
-  ``STATUS_PACE_MAX_SECONDS``; a change of state, reason or any other condition never waits.
+  each write costs the plane that is making their pods. Pods created after the previous write
+  move the pace's start to the newest of them (their Ready write will carry the progress), but
+  by no more than ``STATUS_PACE_MAX_SECONDS`` after the first of them. No progress waits much
+  longer than ``STATUS_PACE_MAX_SECONDS`` plus the pace; a change of state, reason or any
+  other condition never waits.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 
 from kuberay.api import constants as c
 from kuberay.api import resources as res
@@ -466,21 +470,22 @@ def status_write_delay(
     new: Obj,
     now: float,
     pace: float = STATUS_PACE_SECONDS,
-    since: float | None = None,
+    created: Iterable[str] = (),
 ) -> float:
     """Seconds to hold back writing ``new`` over ``old`` (0: write now): a progress-only change
-    waits until ``pace`` seconds after the previous write (``old["lastUpdateTime"]``) or after
-    ``since`` (when the cluster's newest pod was created), whichever is later. Anchoring on the
-    newest create matters when pods are created long after the last write (a start window, a
-    scale-up): their first steps toward Ready would otherwise each be written at once, just
-    before the write that reports them all Ready."""
+    waits until ``pace`` seconds after the previous write (``old["lastUpdateTime"]``).
+
+    ``created`` are the creationTimestamps of the cluster's pods. When pods were created after
+    the previous write (a start window opening, a scale-up), progress waits until ``pace``
+    after the newest of them, so that their first steps toward Ready are not each written just
+    before the write that reports them all Ready; but never longer than
+    ``STATUS_PACE_MAX_SECONDS`` after the first of them, so that pods created without pause
+    (a long scale-up) still have their progress written twice a minute."""
     if not old or pace <= 0:
         return 0.0
     last = rfc3339.parse_time(old.get("lastUpdateTime"))
     if last is None:
         return 0.0
-    if since is not None:
-        last = max(last, since)
     keys = (set(old) | set(new)) - set(_IGNORED)
     changed = {k for k in keys if old.get(k) != new.get(k)}
     if not changed <= _PROGRESS_FIELDS:
@@ -489,7 +494,15 @@ def status_write_delay(
         list(old.get("conditions") or []), list(new.get("conditions") or [])
     ):
         return 0.0
-    return max(0.0, last + pace - now)
+    deadline = last + pace
+    # RFC 3339 UTC timestamps in whole seconds (the apiserver's) order as strings do.
+    mark = rfc3339.format_time(last)
+    after = [t for t in created if t > mark]
+    if after:
+        first, newest = rfc3339.parse_time(min(after)), rfc3339.parse_time(max(after))
+        if first is not None and newest is not None:
+            deadline = max(deadline, min(newest + pace, first + STATUS_PACE_MAX_SECONDS))
+    return max(0.0, deadline - now)
 
 
 def status_changed(old: Obj | None, new: Obj) -> bool:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from kuberay.controllers import raycluster_status as st
+from kuberay.runtime import rfc3339
 
 NOW = "2026-11-29T12:00:00Z"
 
@@ -397,25 +398,33 @@ def test_status_write_delay(
     assert st.status_write_delay(old, new, now) == pytest.approx(want)
 
 
+def _at(seconds: float) -> str:
+    return rfc3339.format_time(T0 + seconds)
+
+
 @pytest.mark.parametrize(
-    ("since", "now", "want"),
+    ("created", "now", "want"),
     [
         # pods created 60 s after the last write: progress waits for the pace after them
-        (T0 + 60, T0 + 61, 4.0),
-        (T0 + 60, T0 + 65, 0.0),
-        # an older pod changes nothing: the last write is the later anchor
-        (T0 - 100, T0 + 1, 4.0),
-        (None, T0 + 1, 4.0),
+        ([_at(60), _at(61)], T0 + 62, 4.0),
+        ([_at(60), _at(61)], T0 + 66, 0.0),
+        # pods created without pause: no later than the longest pace after the first of them
+        # (the newest alone would hold until 93; the first caps it at 60 + 30)
+        ([_at(60), _at(75), _at(88)], T0 + 89, 60 + st.STATUS_PACE_MAX_SECONDS - 89),
+        ([_at(60), _at(75), _at(88)], T0 + 60 + st.STATUS_PACE_MAX_SECONDS, 0.0),
+        # pods from before the last write (or its second) change nothing
+        ([_at(-100), _at(0)], T0 + 1, 4.0),
+        ([], T0 + 1, 4.0),
     ],
-    ids=["after-new-pods", "pace-passed", "older-pod", "no-pods"],
+    ids=["after-new-pods", "pace-passed", "long-scale-up", "capped", "older-pods", "no-pods"],
 )
-def test_progress_is_paced_from_the_newest_pod_too(
-    since: float | None, now: float, want: float
+def test_progress_is_paced_from_pods_created_since_the_last_write(
+    created: list[str], now: float, want: float
 ) -> None:
     new = _with(conditions=_conditions("True", "False"))
-    assert st.status_write_delay(_base(), new, now, since=since) == pytest.approx(want)
+    assert st.status_write_delay(_base(), new, now, created=created) == pytest.approx(want)
     # Anything but progress is still written at once.
-    assert st.status_write_delay(_base(), _with(state="ready"), now, since=since) == 0.0
+    assert st.status_write_delay(_base(), _with(state="ready"), now, created=created) == 0.0
 
 
 def test_status_pace_zero_never_holds() -> None:
