@@ -1214,10 +1214,11 @@ class RayClusterReconciler:
         self, cluster: Obj, error: _ReconcileError | None, *, waiting: bool = False
     ) -> tuple[bool, float]:
         """Computes the new status and writes it when it changed, unless it is progress to
-        pace: then (False, seconds to wait). Progress is paced from the last write or the
-        cluster's newest pod, and while the cluster ``waiting`` for the start window it waits
-        the longest pace: more of its pods are about to be created, and their Ready write
-        will carry it. upstream: updateRayClusterStatus (after calculateStatus)."""
+        pace: then (False, seconds to wait). The pace is measured as ``status_write_delay``
+        says (from the last write, or from pods created since, within a bound); a cluster
+        ``waiting`` for the start window gets the longest pace, since more of its pods are
+        about to be created and their Ready write will carry the progress.
+        upstream: updateRayClusterStatus (after calculateStatus)."""
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
         pods = self.cluster_pods(ns, name)
