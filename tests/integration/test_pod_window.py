@@ -142,7 +142,7 @@ async def test_workers_are_created_as_the_plane_starts_pods(
     op.start()
     try:
         await kube.create(RAYCLUSTERS, cluster("paced", namespace), namespace)
-        # The head and three workers fill the window of four.
+        # The head and a first batch of workers fill the window together, in one pass.
         await wait_pods(kube, namespace, WINDOW)
         mark = op.trace.mark()
         await op.trace.wait_reconciled("raycluster", namespace, "paced", after=mark)
@@ -155,13 +155,19 @@ async def test_workers_are_created_as_the_plane_starts_pods(
         await op.trace.wait_reconciled("raycluster", namespace, "later", after=mark)
         assert len(await pods(kube, namespace)) == WINDOW
 
-        # Two start: two more workers, and still no more than the window waits.
+        # Two start: room for two, less than a whole batch (the window less a head's place),
+        # so no worker yet.
         for pod in waiting[:2]:
             await start(kube, pod)
-        await wait_pods(kube, namespace, WINDOW + 2)
         mark = op.trace.mark()
         await op.trace.wait_reconciled("raycluster", namespace, "paced", after=mark)
-        assert len(await pods(kube, namespace)) == WINDOW + 2
+        assert len(await pods(kube, namespace)) == WINDOW
+        # A third: a whole batch for the first in line.
+        await start(kube, waiting[2])
+        await wait_pods(kube, namespace, 2 * WINDOW - 1)
+        mark = op.trace.mark()
+        await op.trace.wait_reconciled("raycluster", namespace, "paced", after=mark)
+        assert len(await pods(kube, namespace)) == 2 * WINDOW - 1
         assert len(await bound_unstarted(kube, namespace)) == WINDOW
 
         # Starting whatever waits lets the rest through, never more than the window at once.

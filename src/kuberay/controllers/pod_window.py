@@ -20,6 +20,9 @@ Invariants and failure modes:
 - Pods the scheduler has found unschedulable or gated (``PodScheduled`` False), pods being
   deleted, and unbound pods of a custom scheduler (gang schedulers bind nothing until the gang
   is whole) never count: the window paces the plane's work, not the cluster's capacity.
+- Creates come in whole batches (``WAKE_BATCH``, or what the group lacks): a new cluster's head
+  waits until there is room for it and its first batch, so that a small cluster is created in
+  one pass and goes from created to Ready in two status writes, as with upstream.
 - A woken cluster is promised the room it was woken for until it has created its pods (or
   ``PROMISE_SECONDS``), so the next pod to start does not hand the same room to another waiter.
 - The waiters are only a wake-up list: losing it (a restart) loses nothing, since every
@@ -43,8 +46,9 @@ DEFAULT_LIMIT = 200
 DEFAULT_MAX_AGE = 60.0
 # A waiting cluster's timer, should no pod start to wake it.
 WINDOW_REQUEUE_SECONDS = 10.0
-# A waiter is woken only once this much room is free (or all it asked for), so that wake-ups
-# come in batches instead of one reconcile per started pod.
+# Pods are created in batches of this many (or all a group lacks, if fewer): a cluster waits
+# until the window has room for a whole batch, so that wake-ups, passes, events and status
+# writes come per batch instead of per started pod.
 WAKE_BATCH = 10
 # How long room promised to a woken cluster stays set aside for it.
 PROMISE_SECONDS = 5.0
@@ -158,7 +162,8 @@ class PodStartWindow:
         self._wake_waiters()
 
     def wait(self, key: str, wanted: int) -> None:
-        """``key`` (a cluster) wants ``wanted`` pods and found no room: wake it later."""
+        """``key`` (a cluster) found no room for the ``wanted`` pods it must create together
+        (a whole batch; its head and first batch): wake it once that much room is free."""
         self._promised.pop(key, None)
         if key not in self._waiters:
             self._waiters[key] = wanted
@@ -188,10 +193,12 @@ class PodStartWindow:
         room = self.room()
         while self._waiters:
             key, wanted = next(iter(self._waiters.items()))
-            take = min(wanted, WAKE_BATCH)
+            # Never more than the window can hold, or a small window would only ever wake
+            # its waiters by their timer.
+            take = min(wanted, self.limit)
             if room < take:
                 return
             del self._waiters[key]
-            self._promised[key] = (min(wanted, room), self.monotonic())
-            room -= wanted
+            self._promised[key] = (take, self.monotonic())
+            room -= take
             self.wake(key)

@@ -896,15 +896,23 @@ class RayClusterReconciler:
         ):
             return DONE
         cluster_key = f"{ns}/{name}"
-        if self.window.room(cluster_key) == 0:
+        # The head and the first batch of workers together, so the cluster is created in one
+        # pass: a head created alone went Ready while its workers waited for room, and the
+        # cluster took a status write more than upstream's two.
+        first_batch = self._whole_batch(self._missing_workers(cluster))
+        need = 1 + max(0, min(first_batch, self.window.limit - 1))
+        if self.window.room(cluster_key) < need:
             # A head waits its turn like workers do: created ahead of the window, a thousand
             # new clusters' heads filled the plane's queues (1000x10 on KWOK: about 100 s
             # from create to Ready), and every cluster's workers then waited behind them.
-            self.window.wait(cluster_key, 1)
+            self.window.wait(cluster_key, need)
             return WAIT_WINDOW
         suffix = None if self.config.build.deterministic_head_pod_name else random_suffix()
         pod = podb.build_head_pod(cluster, self.config.build, name_suffix=suffix)
         await self._create_pod(cluster, pod, key, head=True)
+        if need == 1:
+            # No worker batch follows to claim the room this cluster may have been woken for.
+            self.window.claimed(cluster_key)
         return DONE
 
     async def _reconcile_group(
@@ -946,13 +954,16 @@ class RayClusterReconciler:
             room = self._scheduler_room(group, remaining)
             cluster_key = f"{meta['namespace']}/{meta['name']}"
             window = self.window.room(cluster_key)
+            whole = self._whole_batch(min(diff, max(0, budget), room))
+            if 0 < window < whole:
+                # A partial batch costs a pass, an event and perhaps a status write of its
+                # own; wait for room for a whole one.
+                window = 0
             count = min(diff, max(0, budget), room, window)
             if count == 0 and room == 0:
                 return 0, MORE_LATER
-            # What to be woken for once the window is full: the rest, one pass's worth at most.
-            wanted = max(1, min(diff, room, self.config.max_creates_per_pass) - count)
             if count == 0 and window == 0 and budget > 0:
-                self.window.wait(cluster_key, wanted)
+                self.window.wait(cluster_key, whole)
                 return 0, WAIT_WINDOW
             used = {
                 p["metadata"]["labels"].get(c.LABEL_WORKER_GROUP_REPLICA_INDEX)
@@ -974,8 +985,8 @@ class RayClusterReconciler:
             if count == room:
                 return count, MORE_LATER
             if count == window:
-                # The window is full now: wake up for the rest when pods start.
-                self.window.wait(cluster_key, wanted)
+                # The window is full now: wake up for the next whole batch when pods start.
+                self.window.wait(cluster_key, self._whole_batch(min(diff, room) - count))
                 return count, WAIT_WINDOW
             return count, MORE_NOW
         excess = len(remaining) - desired  # live pods only: a leaving one is going already
@@ -985,6 +996,32 @@ class RayClusterReconciler:
                 victims = remaining[:excess]
                 await self._delete_pods(cluster, victims, key, c.REASON_FAILED_DELETE_WORKER_POD)
         return 0, DONE
+
+    def _whole_batch(self, wanted: int) -> int:
+        """The fewest workers a group creates in one go while the start window paces it:
+        what it wants, but no more than a wake-up batch, and no more than the window holds
+        beside a head (so a head and its first batch fit in the window together, and a
+        group never waits for its own head to start)."""
+        return max(0, min(wanted, pod_window.WAKE_BATCH, max(1, self.window.limit - 1)))
+
+    def _missing_workers(self, cluster: Obj) -> int:
+        """Workers a cluster's groups lack when its head is missing: a head that waits for
+        the window waits for room for these too (a batch of them)."""
+        missing = 0
+        for group in cluster["spec"].get("workerGroupSpecs") or []:
+            if group.get("suspend"):
+                continue
+            hosts = max(1, int(group.get("numOfHosts") or 1))
+            missing += resb.desired_worker_replicas(group) * hosts
+        return missing - len(
+            [
+                p
+                for p in self.cluster_pods(
+                    cluster["metadata"]["namespace"], cluster["metadata"]["name"]
+                )
+                if st.node_type(p) == c.NODE_TYPE_WORKER and not _terminating(p)
+            ]
+        )
 
     def _scheduler_room(self, group: Obj, pods: list[Obj]) -> int:
         """How many more pods this group may create now without outrunning the scheduler."""

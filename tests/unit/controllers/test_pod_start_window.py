@@ -123,14 +123,14 @@ def test_waiters_are_woken_in_order_when_enough_pods_start() -> None:
     win.wake = woken.append
     for i in range(20):
         informer._apply("ADDED", pod(f"p{i}", node="n1"))
-    win.wait("ns/first", 50)
+    win.wait("ns/first", 10)
     win.wait("ns/second", 3)
     assert win.room() == 0
     for i in range(9):
         informer._apply("MODIFIED", pod(f"p{i}", node="n1", started=True))
-    assert woken == []  # 9 free: less than a batch for the first waiter
+    assert woken == []  # 9 free: less than the batch the first waiter asked for
     informer._apply("MODIFIED", pod("p9", node="n1", started=True))
-    assert woken == ["ns/first"]  # it may take all 10; the second waits for more room
+    assert woken == ["ns/first"]  # it takes all 10; the second waits for more room
     # Those 10 are promised to the first until it has created its pods: the second waiter
     # needs 3 more.
     informer._apply("DELETED", pod("p10", node="n1"))
@@ -142,6 +142,20 @@ def test_waiters_are_woken_in_order_when_enough_pods_start() -> None:
     win.claimed("ns/first")
     assert win.room("ns/second") == 13
     assert win.waiting() == 0
+
+
+def test_a_waiter_asking_more_than_the_window_holds_is_woken_when_it_is_empty() -> None:
+    win, informer, _ = window(limit=4)
+    woken: list[str] = []
+    win.wake = woken.append
+    for i in range(4):
+        informer._apply("ADDED", pod(f"p{i}", node="n1"))
+    win.wait("ns/big", 11)
+    for i in range(3):
+        informer._apply("MODIFIED", pod(f"p{i}", node="n1", started=True))
+    assert woken == []
+    informer._apply("MODIFIED", pod("p3", node="n1", started=True))
+    assert woken == ["ns/big"]
 
 
 def test_a_disabled_window_never_limits() -> None:
@@ -207,30 +221,26 @@ def reconciler(limit: int) -> tuple[RayClusterReconciler, Client]:
     return r, client
 
 
-async def test_a_group_creates_only_the_room_left_and_waits_for_the_rest() -> None:
+async def test_a_group_waits_for_room_for_a_whole_batch() -> None:
     r, client = reconciler(limit=5)
     informer = r.pods.informers[0]
-    for i in range(2):
-        informer._apply(
-            "ADDED",
-            {
-                **pod(f"other-{i}"),
-                "metadata": {
-                    **pod(f"other-{i}")["metadata"],
-                    "labels": {"ray.io/cluster": "other"},
-                },
-            },
-        )
+    others = [
+        {**pod(f"other-{i}"), "metadata": {**pod(f"other-{i}")["metadata"], "labels": {}}}
+        for i in range(2)
+    ]
+    for other in others:
+        informer._apply("ADDED", other)
     cluster = copy.deepcopy(CLUSTER)
     group = cluster["spec"]["workerGroupSpecs"][0]
-    created, more = await r._reconcile_group(cluster, group, [], budget=50)
-    assert (created, more) == (3, WAIT_WINDOW)
-    assert len(client.created) == 3
+    # Room for 3 of a batch of 5 (the window's size): no partial batch, wait.
+    assert await r._reconcile_group(cluster, group, [], budget=50) == (0, WAIT_WINDOW)
+    assert client.created == []
     assert r.window.waiting() == 1
-    # Full now (the three creates count until seen): nothing more, still waiting.
-    created, more = await r._reconcile_group(cluster, group, [], budget=50)
-    assert (created, more) == (0, WAIT_WINDOW)
-    assert len(client.created) == 3
+    # Both others start: a whole batch of 5, and a wait for the other 3.
+    for other in others:
+        informer._apply("MODIFIED", {**other, "status": {"startTime": stamp(0)}})
+    assert await r._reconcile_group(cluster, group, [], budget=50) == (5, WAIT_WINDOW)
+    assert len(client.created) == 5
 
 
 async def test_without_a_window_the_group_is_created_whole() -> None:
@@ -242,20 +252,38 @@ async def test_without_a_window_the_group_is_created_whole() -> None:
     assert len(client.created) == 8
 
 
-async def test_a_missing_head_waits_for_room_like_workers() -> None:
-    r, client = reconciler(limit=2)
+async def test_a_missing_head_waits_for_room_for_itself_and_a_first_batch() -> None:
+    r, client = reconciler(limit=6)
     informer = r.pods.informers[0]
-    for i in range(2):
+    for i in range(6):
         informer._apply("ADDED", pod(f"other-{i}"))
     cluster = copy.deepcopy(CLUSTER)
     assert await r._reconcile_head(cluster, []) == WAIT_WINDOW
     assert client.created == []
     assert r.window.waiting() == 1
-    # One of the other pods starts: the head takes the room and is created.
-    informer._apply("MODIFIED", pod("other-0", node="n1", started=True))
+    # Room for the head and 4 workers of a batch of 5 (window 6, less the head): still waits.
+    for i in range(5):
+        informer._apply("MODIFIED", pod(f"other-{i}", node="n1", started=True))
+    assert await r._reconcile_head(cluster, []) == WAIT_WINDOW
+    assert client.created == []
+    # Room for both: the head and a whole batch of workers in the same pass.
+    informer._apply("MODIFIED", pod("other-5", node="n1", started=True))
+    assert await r._reconcile_head(cluster, []) == DONE
+    assert await r._reconcile_groups(cluster, [], []) == WAIT_WINDOW
+    assert len(client.created) == 6
+    assert client.created[0].startswith("rc-head-")
+
+
+async def test_a_head_without_workers_needs_room_for_itself_only() -> None:
+    r, client = reconciler(limit=6)
+    informer = r.pods.informers[0]
+    for i in range(5):
+        informer._apply("ADDED", pod(f"other-{i}"))
+    cluster = copy.deepcopy(CLUSTER)
+    cluster["spec"]["workerGroupSpecs"][0]["replicas"] = 0
+    cluster["spec"]["workerGroupSpecs"][0]["minReplicas"] = 0
     assert await r._reconcile_head(cluster, []) == DONE
     assert len(client.created) == 1
-    assert client.created[0].startswith("rc-head-")
 
 
 async def test_a_batch_holds_its_room_before_its_first_create_goes_out() -> None:
