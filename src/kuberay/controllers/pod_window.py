@@ -147,6 +147,13 @@ class PodStartWindow:
                 promised += count
         return max(0, self.limit - self.in_flight() - promised)
 
+    def hold(self, key: str, count: int) -> None:
+        """Sets ``count`` of the free room aside for cluster ``key``, which is about to create
+        that many pods over more than one request (a head, then its first batch): other clusters
+        see that much less room until ``claimed`` or ``PROMISE_SECONDS``."""
+        if self.enabled and count > 0:
+            self._promised[key] = (count, self.monotonic())
+
     def claimed(self, key: str) -> None:
         """Cluster ``key`` has created what it was woken for: its creates count instead."""
         self._promised.pop(key, None)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import math
 import os
 import secrets
 import sys
@@ -801,7 +802,11 @@ class RayClusterReconciler:
         head_more = DONE
         if heads or not leaving_heads:
             head_more = await self._reconcile_head(cluster, heads)
-        return max(head_more, await self._reconcile_groups(cluster, pods, leaving))
+        # A head waiting for the start window keeps its workers waiting too: they would take
+        # the room it waits for, and come before it (a pass, an event and a status write
+        # apart). Deletions still go ahead.
+        creating = not (head_more == WAIT_WINDOW and not heads)
+        return max(head_more, await self._reconcile_groups(cluster, pods, leaving, creating))
 
     def _lacks_mtls(self, cluster: Obj, pod: Obj) -> bool:
         """A pod of a TLS cluster built without TLS (TLS was turned on later): recreated.
@@ -823,7 +828,11 @@ class RayClusterReconciler:
                 found[obj_name] = None
         return mtlsb.secrets_wait_reason(name, found, found)
 
-    async def _reconcile_groups(self, cluster: Obj, pods: list[Obj], leaving: list[Obj]) -> int:
+    async def _reconcile_groups(
+        self, cluster: Obj, pods: list[Obj], leaving: list[Obj], creating: bool = True
+    ) -> int:
+        """Every worker group in turn within one pass's create budget; with ``creating``
+        False (the head waits for the start window) groups only delete."""
         spec = cluster["spec"]
         ns, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
         more = DONE
@@ -843,7 +852,7 @@ class RayClusterReconciler:
             group_pods = [p for p in pods if of_group(p)]
             group_leaving = [p for p in leaving if of_group(p)]
             created, left = await self._reconcile_group(
-                cluster, group, group_pods, budget, group_leaving
+                cluster, group, group_pods, budget, group_leaving, creating
             )
             budget -= created
             more = max(more, left)
@@ -907,6 +916,10 @@ class RayClusterReconciler:
             # from create to Ready), and every cluster's workers then waited behind them.
             self.window.wait(cluster_key, need)
             return WAIT_WINDOW
+        if need > 1:
+            # Room for the first batch is set aside while the head's create is in flight, or
+            # a concurrent pass could take it and leave the workers to a pass of their own.
+            self.window.hold(cluster_key, need - 1)
         suffix = None if self.config.build.deterministic_head_pod_name else random_suffix()
         pod = podb.build_head_pod(cluster, self.config.build, name_suffix=suffix)
         await self._create_pod(cluster, pod, key, head=True)
@@ -922,10 +935,12 @@ class RayClusterReconciler:
         pods: list[Obj],
         budget: int,
         leaving: list[Obj] | None = None,
+        creating: bool = True,
     ) -> tuple[int, int]:
         """One worker group: ``pods`` are its live pods, ``leaving`` those being deleted by
         someone else, which count toward ``replicas`` until gone (upstream's pod list holds
-        them) but are never chosen for deletion. upstream: the worker part of reconcilePods."""
+        them) but are never chosen for deletion; missing workers are created only when
+        ``creating``. upstream: the worker part of reconcilePods."""
         leaving = leaving or []
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
@@ -950,6 +965,8 @@ class RayClusterReconciler:
         remaining = [p for p in pods if p["metadata"]["name"] not in to_delete]
         desired = resb.desired_worker_replicas(group) * max(1, int(group.get("numOfHosts") or 1))
         diff = desired - len(remaining) - len(leaving)
+        if diff > 0 and not creating:
+            return 0, DONE
         if diff > 0:
             room = self._scheduler_room(group, remaining)
             cluster_key = f"{meta['namespace']}/{meta['name']}"
@@ -1254,7 +1271,8 @@ class RayClusterReconciler:
         pace: then (False, seconds to wait). The pace is measured as ``status_write_delay``
         says (from the last write, or from pods created since, within a bound); a cluster
         ``waiting`` for the start window gets the longest pace, since more of its pods are
-        about to be created and their Ready write will carry the progress.
+        about to be created and their Ready write will carry the progress; one that has no pod
+        yet writes no progress at all (its first status and any other change still go out).
         upstream: updateRayClusterStatus (after calculateStatus)."""
         meta = cluster["metadata"]
         ns, name = meta["namespace"], meta["name"]
@@ -1274,6 +1292,10 @@ class RayClusterReconciler:
             new["reason"] = error.message
         if error is None and st.status_changed(cluster.get("status"), new):
             pace = st.STATUS_PACE_MAX_SECONDS if waiting else self._status_pace()
+            if waiting and not pods:
+                # Nothing created yet: the only progress is the head Service appearing, and
+                # the write after the pods are created carries it.
+                pace = math.inf
             held = st.status_write_delay(
                 cluster.get("status"),
                 new,

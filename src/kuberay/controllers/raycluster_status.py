@@ -29,8 +29,9 @@ Invariants and failure modes:
   each write costs the plane that is making their pods. Pods created after the previous write
   move the pace's start to the newest of them (their Ready write will carry the progress), but
   by no more than ``STATUS_PACE_MAX_SECONDS`` after the first of them. No progress waits much
-  longer than ``STATUS_PACE_MAX_SECONDS`` plus the pace; a change of state, reason or any
-  other condition never waits.
+  longer than ``STATUS_PACE_MAX_SECONDS`` plus the pace (the caller may pass an infinite pace:
+  a cluster waiting for the start window before any of its pods exists has no pod progress to
+  report); a change of state, reason or any other condition never waits.
 """
 
 from __future__ import annotations

@@ -5,11 +5,13 @@ pod cache and the creates in flight, and when a waiting cluster is woken. Caches
 from __future__ import annotations
 
 import copy
+import math
+import time
 from typing import Any, cast
 
 import pytest
 
-from kuberay.controllers.pod_window import PodStartWindow, unstarted
+from kuberay.controllers.pod_window import PROMISE_SECONDS, PodStartWindow, unstarted
 from kuberay.controllers.raycluster import (
     DONE,
     WAIT_WINDOW,
@@ -221,15 +223,21 @@ def reconciler(limit: int) -> tuple[RayClusterReconciler, Client]:
     return r, client
 
 
-async def test_a_group_waits_for_room_for_a_whole_batch() -> None:
-    r, client = reconciler(limit=5)
-    informer = r.pods.informers[0]
+def unstarted_strangers(informer: Informer, count: int) -> list[dict[str, Any]]:
+    """``count`` unstarted pods of no cluster, already in the pod cache."""
     others = [
         {**pod(f"other-{i}"), "metadata": {**pod(f"other-{i}")["metadata"], "labels": {}}}
-        for i in range(2)
+        for i in range(count)
     ]
     for other in others:
         informer._apply("ADDED", other)
+    return others
+
+
+async def test_a_group_waits_for_room_for_a_whole_batch() -> None:
+    r, client = reconciler(limit=5)
+    informer = r.pods.informers[0]
+    others = unstarted_strangers(informer, 2)
     cluster = copy.deepcopy(CLUSTER)
     group = cluster["spec"]["workerGroupSpecs"][0]
     # Room for 3 of a batch of 5 (the window's size): no partial batch, wait.
@@ -286,19 +294,97 @@ async def test_a_head_without_workers_needs_room_for_itself_only() -> None:
     assert len(client.created) == 1
 
 
-async def test_a_batch_holds_its_room_before_its_first_create_goes_out() -> None:
-    r, client = reconciler(limit=5)
+def room_seen_by_others(r: RayClusterReconciler, client: Client) -> list[int]:
+    """Makes each create record the room another cluster's reconcile would find while the
+    create is in flight; returns that record."""
     seen: list[int] = []
 
     async def create(resource: Any, obj: dict[str, Any], ns: str | None) -> Any:
-        # What another cluster's reconcile would find while this create is in flight.
         seen.append(r.window.room("ns/someone-else"))
         client.created.append(obj["metadata"]["name"])
         return obj
 
     client.create = create  # type: ignore[method-assign]
+    return seen
+
+
+async def test_a_batch_holds_its_room_before_its_first_create_goes_out() -> None:
+    r, client = reconciler(limit=5)
+    seen = room_seen_by_others(r, client)
     cluster = copy.deepcopy(CLUSTER)
     group = cluster["spec"]["workerGroupSpecs"][0]
     created, _ = await r._reconcile_group(cluster, group, [], budget=50)
     assert created == 5
     assert seen == [0] * 5
+
+
+def test_held_room_is_kept_from_other_clusters_until_claimed_or_stale() -> None:
+    win, _, clock = window(limit=10)
+    win.hold("ns/a", 6)
+    assert win.room("ns/a") == 10  # its own hold is its to use
+    assert win.room("ns/b") == 4
+    win.claimed("ns/a")
+    assert win.room("ns/b") == 10
+    win.hold("ns/a", 6)
+    clock.advance(PROMISE_SECONDS + 1)  # a pass that never got to its workers
+    assert win.room("ns/b") == 10
+
+
+async def test_a_head_holds_its_first_batch_while_its_create_is_in_flight() -> None:
+    r, client = reconciler(limit=12)
+    seen = room_seen_by_others(r, client)
+    cluster = copy.deepcopy(CLUSTER)
+    assert await r._reconcile_head(cluster, []) == DONE
+    # The head in flight (1) and its first batch of 8 set aside: 3 left for anyone else.
+    assert seen == [3]
+    assert r.window.room("ns/someone-else") == 3
+    assert await r._reconcile_groups(cluster, [], []) == DONE
+    # The workers' creates now count instead of the hold: nothing is counted twice.
+    assert r.window.room("ns/someone-else") == 3
+    assert len(client.created) == 9
+
+
+async def test_workers_wait_while_their_head_waits_for_the_window() -> None:
+    r, client = reconciler(limit=10)
+    informer = r.pods.informers[0]
+    others = unstarted_strangers(informer, 2)
+    cluster = copy.deepcopy(CLUSTER)
+    # Room for 8: a whole batch of workers, but not the head with them.
+    assert await r._reconcile_pods(cluster) == WAIT_WINDOW
+    assert client.created == []
+    for other in others:
+        informer._apply("MODIFIED", {**other, "status": {"startTime": stamp(0)}})
+    assert await r._reconcile_pods(cluster) == DONE
+    assert len(client.created) == 9
+    assert client.created[0].startswith("rc-head-")
+
+
+async def test_a_cluster_waiting_without_pods_writes_no_progress() -> None:
+    """Its head Service appearing is the only progress before its pods exist: held for the
+    write that follows their creation, however long the wait; a first status goes at once."""
+    r, client = reconciler(limit=5)
+    written: list[dict[str, Any]] = []
+
+    async def update_status(resource: Any, body: dict[str, Any]) -> Any:
+        written.append(body)
+        return {**body, "metadata": {**body["metadata"], "resourceVersion": "2"}}
+
+    client.update_status = update_status  # type: ignore[attr-defined]
+    cluster = copy.deepcopy(CLUSTER)
+    cluster["metadata"]["resourceVersion"] = "1"
+    assert await r._update_status(cluster, None, waiting=True) == (True, 0.0)
+    an_hour_ago = rfc3339.format_time(time.time() - 3600)
+    cluster["status"] = {**written[0]["status"], "lastUpdateTime": an_hour_ago}
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "rc-head-svc", "namespace": "ns"},
+        "spec": {"clusterIP": "10.0.0.1"},
+    }
+    r.services.informers[0]._apply("ADDED", svc)
+    changed, held = await r._update_status(cluster, None, waiting=True)
+    assert (changed, held) == (False, math.inf)
+    assert len(written) == 1
+    # Not waiting (its pods are being made), the same progress is an hour past its pace.
+    assert await r._update_status(cluster, None) == (True, 0.0)
+    assert written[1]["status"]["head"]["serviceName"] == "rc-head-svc"
