@@ -26,9 +26,9 @@ Invariants and failure modes:
 - The pace (``status_pace``) is ``STATUS_PACE_SECONDS`` while the controller keeps up, and grows
   with its backlog (keys waiting per worker) up to ``STATUS_PACE_MAX_SECONDS``: when a thousand
   clusters start at once, their counters would be stale again before anyone reads them, and
-  each write costs the plane that is making their pods. Pods created after the previous write
-  move the pace's start to the newest of them (their Ready write will carry the progress), but
-  by no more than ``STATUS_PACE_MAX_SECONDS`` after the first of them. No progress waits much
+  each write costs the plane that is making their pods. Progress of pods created after the
+  previous write waits until ``STATUS_PACE_MAX_SECONDS`` after the first of them, unless every
+  pod is Ready by then (that write goes at once). No progress waits much
   longer than ``STATUS_PACE_MAX_SECONDS`` plus the pace (the caller may pass an infinite pace:
   a cluster waiting for the start window before any of its pods exists has no pod progress to
   report); a change of state, reason or any other condition never waits.
@@ -477,11 +477,12 @@ def status_write_delay(
     waits until ``pace`` seconds after the previous write (``old["lastUpdateTime"]``).
 
     ``created`` are the creationTimestamps of the cluster's pods. When pods were created after
-    the previous write (a start window opening, a scale-up), progress waits until ``pace``
-    after the newest of them, so that their first steps toward Ready are not each written just
-    before the write that reports them all Ready; but never longer than
-    ``STATUS_PACE_MAX_SECONDS`` after the first of them, so that pods created without pause
-    (a long scale-up) still have their progress written twice a minute."""
+    the previous write (a start, a scale-up), their steps toward Ready wait until
+    ``STATUS_PACE_MAX_SECONDS`` after the first of them, and the write that reports every
+    pod Ready goes at once: a start then costs one write however slowly the plane makes its
+    pods Ready (a 5 s pace here cost a third and fourth write per cluster when KWOK took 5-10 s
+    per pod), and pods created without pause (a long scale-up) still have their progress
+    written twice a minute."""
     if not old or pace <= 0:
         return 0.0
     last = rfc3339.parse_time(old.get("lastUpdateTime"))
@@ -500,10 +501,22 @@ def status_write_delay(
     mark = rfc3339.format_time(last)
     after = [t for t in created if t > mark]
     if after:
-        first, newest = rfc3339.parse_time(min(after)), rfc3339.parse_time(max(after))
-        if first is not None and newest is not None:
-            deadline = max(deadline, min(newest + pace, first + STATUS_PACE_MAX_SECONDS))
+        if _every_pod_ready(new):
+            return 0.0
+        first = rfc3339.parse_time(min(after))
+        if first is not None:
+            deadline = max(deadline, first + STATUS_PACE_MAX_SECONDS)
     return max(0.0, deadline - now)
+
+
+def _every_pod_ready(status: Obj) -> bool:
+    """Whether ``status`` reports every desired worker ready (and the head, where the
+    ``HeadPodReady`` condition says): the end of a start, which never waits."""
+    desired = status.get("desiredWorkerReplicas")
+    if desired is None or status.get("readyWorkerReplicas") != desired:
+        return False
+    head = find_condition(list(status.get("conditions") or []), c.COND_HEAD_POD_READY)
+    return head is None or head.get("status") == "True"
 
 
 def status_changed(old: Obj | None, new: Obj) -> bool:

@@ -405,18 +405,27 @@ def _at(seconds: float) -> str:
 @pytest.mark.parametrize(
     ("created", "now", "want"),
     [
-        # pods created 60 s after the last write: progress waits for the pace after them
-        ([_at(60), _at(61)], T0 + 62, 4.0),
-        ([_at(60), _at(61)], T0 + 66, 0.0),
-        # pods created without pause: no later than the longest pace after the first of them
-        # (the newest alone would hold until 93; the first caps it at 60 + 30)
+        # pods created 60 s after the last write: their progress waits for the longest pace
+        # after the first of them, however the pace stands
+        ([_at(60), _at(61)], T0 + 62, 60 + st.STATUS_PACE_MAX_SECONDS - 62),
+        ([_at(60), _at(61)], T0 + 89, 1.0),
+        ([_at(60), _at(61)], T0 + 90, 0.0),
+        # pods created without pause: the first of them sets the deadline
         ([_at(60), _at(75), _at(88)], T0 + 89, 60 + st.STATUS_PACE_MAX_SECONDS - 89),
         ([_at(60), _at(75), _at(88)], T0 + 60 + st.STATUS_PACE_MAX_SECONDS, 0.0),
         # pods from before the last write (or its second) change nothing
         ([_at(-100), _at(0)], T0 + 1, 4.0),
         ([], T0 + 1, 4.0),
     ],
-    ids=["after-new-pods", "pace-passed", "long-scale-up", "capped", "older-pods", "no-pods"],
+    ids=[
+        "after-new-pods",
+        "nearly",
+        "pace-passed",
+        "long-scale-up",
+        "capped",
+        "older-pods",
+        "no-pods",
+    ],
 )
 def test_progress_is_paced_from_pods_created_since_the_last_write(
     created: list[str], now: float, want: float
@@ -425,6 +434,29 @@ def test_progress_is_paced_from_pods_created_since_the_last_write(
     assert st.status_write_delay(_base(), new, now, created=created) == pytest.approx(want)
     # Anything but progress is still written at once.
     assert st.status_write_delay(_base(), _with(state="ready"), now, created=created) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("ready", "head", "want"),
+    [
+        (10, "True", 0.0),  # every pod Ready: the end of the start goes at once
+        (10, None, 0.0),  # conditions off: the workers are all there is to go by
+        (10, "False", 60 + st.STATUS_PACE_MAX_SECONDS - 62),  # the head is not Ready yet
+        (9, "True", 60 + st.STATUS_PACE_MAX_SECONDS - 62),
+    ],
+    ids=["all-ready", "no-conditions", "head-not-ready", "one-short"],
+)
+def test_new_pods_all_ready_are_written_at_once(ready: int, head: str | None, want: float) -> None:
+    """A scale-up of a ready cluster has no state change to mark its end: reaching every
+    desired worker Ready is that mark."""
+    conditions = _conditions(head, "True") if head else []
+    old = _with(state="ready", readyWorkerReplicas=5, conditions=conditions)
+    new = _with(state="ready", readyWorkerReplicas=ready, conditions=conditions)
+    if not head:
+        old.pop("conditions")
+        new.pop("conditions")
+    got = st.status_write_delay(old, new, T0 + 62, created=[_at(60), _at(61)])
+    assert got == pytest.approx(want)
 
 
 def test_status_pace_zero_never_holds() -> None:
