@@ -13,7 +13,7 @@ Invariants and failure modes:
 - Never a stall of its own: a pod unstarted for longer than ``max_age`` seconds no longer
   counts (a dead node or a kubelet that never reports must not hold other clusters back), and a
   waiting cluster is also requeued on a timer (``WINDOW_REQUEUE_SECONDS``), so a lost wake-up
-  costs a few seconds, not progress.
+  costs at most that long, never progress.
 - The count is taken from the pod cache's index plus the creates granted but not yet seen by
   the watch (``reserve``). A reconcile reserves its whole batch before its first create goes
   out, so concurrent reconciles never take the same room.
@@ -23,8 +23,11 @@ Invariants and failure modes:
 - Creates come in whole batches (``WAKE_BATCH``, or what the group lacks): a new cluster's head
   waits until there is room for it and its first batch, so that a small cluster is created in
   one pass and goes from created to Ready in two status writes, as with upstream.
-- A woken cluster is promised the room it was woken for until it has created its pods (or
-  ``PROMISE_SECONDS``), so the next pod to start does not hand the same room to another waiter.
+- A woken cluster is promised the room it was woken for, and a head about to be created holds
+  room for its first batch, until the cluster reserves its batch (or ``PROMISE_SECONDS``), so
+  the next pod to start does not hand the same room to another waiter. From its reservations
+  on, the batch counts instead of the promise: never both, or room counted twice while the
+  creates go out keeps other clusters' batches waiting.
 - The waiters are only a wake-up list: losing it (a restart) loses nothing, since every
   waiting cluster is on the work queue's timer as well.
 """
@@ -44,8 +47,10 @@ from kuberay.runtime.store import Obj, object_key
 INDEX = "unstarted"
 DEFAULT_LIMIT = 200
 DEFAULT_MAX_AGE = 60.0
-# A waiting cluster's timer, should no pod start to wake it.
-WINDOW_REQUEUE_SECONDS = 10.0
+# A waiting cluster's timer, should no pod start to wake it (room freed only by unstarted pods
+# ageing past max_age sends no event). At 10 s, a thousand clusters waiting a few minutes made
+# 17 reconciles each at 1000x10, nearly all of them finding the window still full.
+WINDOW_REQUEUE_SECONDS = 30.0
 # Pods are created in batches of this many (or all a group lacks, if fewer): a cluster waits
 # until the window has room for a whole batch, so that wake-ups, passes, events and status
 # writes come per batch instead of per started pod.
@@ -155,7 +160,8 @@ class PodStartWindow:
             self._promised[key] = (count, self.monotonic())
 
     def claimed(self, key: str) -> None:
-        """Cluster ``key`` has created what it was woken for: its creates count instead."""
+        """Cluster ``key`` has reserved what it was woken or held for: its creates count
+        instead."""
         self._promised.pop(key, None)
 
     def reserve(self, namespace: str, name: str) -> None:

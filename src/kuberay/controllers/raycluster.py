@@ -1121,6 +1121,11 @@ class RayClusterReconciler:
         for pod in pods:
             if pod["metadata"].get("name"):
                 self.window.reserve(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        # The reservations stand for the room this cluster was promised or held: kept as well
+        # while the creates go out one by one (seconds under load), it counted twice, and
+        # other clusters' heads went out without the workers they had found room for.
+        meta = cluster["metadata"]
+        self.window.claimed(f"{meta['namespace']}/{meta['name']}")
         created: list[str] = []
 
         async def one(pod: Obj) -> None:
