@@ -28,7 +28,8 @@ Invariants and failure modes:
   clusters start at once, their counters would be stale again before anyone reads them, and
   each write costs the plane that is making their pods. Progress of pods created after the
   previous write waits until ``STATUS_PACE_MAX_SECONDS`` after the first of them, unless every
-  pod is Ready by then (that write goes at once). No progress waits much
+  pod is Ready by then (that write goes at once) or a pod is stuck (its reason keeps the plain
+  pace). No progress waits much
   longer than ``STATUS_PACE_MAX_SECONDS`` plus the pace (the caller may pass an infinite pace:
   a cluster waiting for the start window before any of its pods exists has no pod progress to
   report); a change of state, reason or any other condition never waits.
@@ -482,7 +483,8 @@ def status_write_delay(
     pod Ready goes at once: a start then costs one write however slowly the plane makes its
     pods Ready (a 5 s pace here cost a third and fourth write per cluster when KWOK took 5-10 s
     per pod), and pods created without pause (a long scale-up) still have their progress
-    written twice a minute."""
+    written twice a minute. A provisioning message that names a stuck pod (``names_a_stall``)
+    keeps the plain pace: the reason for a stall is what the status is read for."""
     if not old or pace <= 0:
         return 0.0
     last = rfc3339.parse_time(old.get("lastUpdateTime"))
@@ -500,13 +502,33 @@ def status_write_delay(
     # RFC 3339 UTC timestamps in whole seconds (the apiserver's) order as strings do.
     mark = rfc3339.format_time(last)
     after = [t for t in created if t > mark]
-    if after:
+    if after and not names_a_stall(new):
         if _every_pod_ready(new):
             return 0.0
         first = rfc3339.parse_time(min(after))
         if first is not None:
             deadline = max(deadline, first + STATUS_PACE_MAX_SECONDS)
     return max(0.0, deadline - now)
+
+
+# Waiting reasons of a container that is starting as it should: named in the provisioning
+# message all the same, but no stall.
+_STARTING_REASONS = ("ContainerCreating",)
+
+
+def names_a_stall(status: Obj) -> bool:
+    """Whether ``status``'s ``RayClusterProvisioned`` message names a pod that is stuck
+    (unschedulable, an image it cannot pull, a crash loop, a failed container) rather than one
+    still starting: such a reason is never held back behind new pods' start."""
+    cond = find_condition(list(status.get("conditions") or []), c.COND_RAYCLUSTER_PROVISIONED)
+    if cond is None or cond.get("status") != "False":
+        return False
+    message = str(cond.get("message") or "")
+    prefix = f"{MSG_PROVISIONING}; "
+    if not message.startswith(prefix):
+        return False
+    detail = message[len(prefix) :]
+    return not any(f": {reason}" in detail for reason in _STARTING_REASONS)
 
 
 def _every_pod_ready(status: Obj) -> bool:

@@ -459,6 +459,26 @@ def test_new_pods_all_ready_are_written_at_once(ready: int, head: str | None, wa
     assert got == pytest.approx(want)
 
 
+@pytest.mark.parametrize(
+    ("detail", "stall"),
+    [
+        ("pod rc-head-x: Unschedulable: 0/3 nodes are available", True),
+        ("pod rc-w-1: container ray-worker: ImagePullBackOff Back-off pulling image", True),
+        ("pod rc-w-1: container ray-worker exited with code 1 (Error)", True),
+        ("pod rc-w-1: container ray-worker: ContainerCreating", False),
+        (None, False),
+    ],
+    ids=["unschedulable", "image-pull", "exited", "starting", "no-detail"],
+)
+def test_a_stuck_pod_keeps_the_plain_pace_behind_new_pods(detail: str | None, stall: bool) -> None:
+    message = f"{st.MSG_PROVISIONING}; {detail}" if detail else st.MSG_PROVISIONING
+    new = _with(conditions=_conditions("False", "False", message))
+    assert st.names_a_stall(new) is stall
+    got = st.status_write_delay(_base(), new, T0 + 62, created=[_at(60), _at(61)])
+    # The pace from the last write (5 s) is long past; a start's progress waits for 60 + 30.
+    assert got == pytest.approx(0.0 if stall else 60 + st.STATUS_PACE_MAX_SECONDS - 62)
+
+
 def test_status_pace_zero_never_holds() -> None:
     assert st.status_write_delay(_base(), _with(readyWorkerReplicas=1), T0, pace=0) == 0.0
 
