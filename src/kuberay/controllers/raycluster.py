@@ -993,10 +993,8 @@ class RayClusterReconciler:
                 )
                 for _ in range(count)
             ]
-            try:
-                await self._create_pods(cluster, builds, key)
-            finally:
-                self.window.claimed(cluster_key)
+            # _create_pods claims the room this cluster was promised as it reserves the batch.
+            await self._create_pods(cluster, builds, key)
             if count == diff:
                 return count, DONE
             if count == room:
