@@ -80,6 +80,7 @@ from scale_report import (
     percentile,
     pod_timeline,
     run_order,
+    status_lag,
     terminated_by_resource,
 )
 
@@ -255,13 +256,25 @@ class Bench:
         return {c["metadata"]["name"]: c for c in items}
 
     async def wait_all_ready(  # noqa: C901
-        self, ns: str | None, names: set[str], want_workers: dict[str, int] | None = None
+        self,
+        ns: str | None,
+        names: set[str],
+        want_workers: dict[str, int] | None = None,
+        seen_ready: dict[str, float] | None = None,
+        since: float | None = None,
     ) -> float:
         """Seconds until every named cluster is ``ready`` (with the wanted worker counts). It
         watches rather than polls: a list of every RayCluster twice a second loaded the
         apiserver in the operator's runs only, and rounded latencies up to the poll period.
-        With ``ns`` None it watches every namespace and ``names`` are ``namespace/name``."""
+        With ``ns`` None it watches every namespace and ``names`` are ``namespace/name``.
+        ``seen_ready`` gets, per cluster, the seconds since ``since`` at which it was last seen
+        turn ready (``scale_report.status_lag`` compares them with its pods')."""
         start = time.monotonic()
+        origin = start if since is None else since
+
+        def mark(name: str) -> None:
+            if seen_ready is not None and name in pending:
+                seen_ready[name] = time.monotonic() - origin
 
         def key(obj: dict[str, Any]) -> str:
             return object_key(obj, ns)
@@ -289,6 +302,7 @@ class Bench:
                         continue
                     for obj in listed["items"]:
                         if key(obj) in names and converged(obj):
+                            mark(key(obj))
                             pending.discard(key(obj))
                     if not pending:
                         return time.monotonic() - start
@@ -304,6 +318,7 @@ class Bench:
                         if name not in names:
                             continue
                         if ev.type != "DELETED" and converged(ev.object):
+                            mark(name)
                             pending.discard(name)
                         else:
                             pending.add(name)
@@ -313,15 +328,23 @@ class Bench:
             raise TimeoutError(f"clusters in {ns} not converged after {self.timeout}s") from None
 
     async def count_pods_watch(
-        self, ns: str | None, total: int, started: float, spaces: frozenset[str] = frozenset()
+        self,
+        ns: str | None,
+        total: int,
+        started: float,
+        spaces: frozenset[str] = frozenset(),
+        owners: dict[str, str] | None = None,
+        ready: dict[str, float] | None = None,
     ) -> tuple[float, float, dict[str, Any]]:
         """Seconds until every pod exists, and until every pod is Running+Ready (the same
         end point as the ceiling's, so the two rates compare), and the pods' timeline
         (``scale_report.pod_timeline``: when each was first seen, bound, Ready). With ``ns``
-        None it watches every namespace and counts the pods of ``spaces`` only."""
+        None it watches every namespace and counts the pods of ``spaces`` only. ``owners``
+        gets each pod's cluster (``ray.io/cluster``, keyed as ``wait_all_ready`` keys it) and
+        ``ready`` each pod's first Ready moment."""
         seen: dict[str, float] = {}
         bound: dict[str, float] = {}
-        ready: dict[str, float] = {}
+        ready = {} if ready is None else ready
         exist_s = 0.0
 
         def note(pod: dict[str, Any]) -> None:
@@ -329,6 +352,9 @@ class Bench:
                 return
             name = object_key(pod, ns)
             now = time.monotonic() - started
+            if owners is not None and name not in seen:
+                owner = (pod["metadata"].get("labels") or {}).get("ray.io/cluster", "")
+                owners[name] = owner if ns else f"{pod['metadata']['namespace']}/{owner}"
             seen.setdefault(name, now)
             if (pod.get("spec") or {}).get("nodeName"):
                 bound.setdefault(name, now)
@@ -426,7 +452,12 @@ class Bench:
         p0 = proc_stats(self.op_pid)
         cpu0 = plane_cpu(self.plane)
         start = time.monotonic()
-        counter = asyncio.create_task(self.count_pods_watch(ns, total, start, frozenset(spaces)))
+        owners: dict[str, str] = {}
+        pods_ready: dict[str, float] = {}
+        clusters_ready: dict[str, float] = {}
+        counter = asyncio.create_task(
+            self.count_pods_watch(ns, total, start, frozenset(spaces), owners, pods_ready)
+        )
         sem = asyncio.Semaphore(16)
 
         def space(i: int) -> str:
@@ -438,8 +469,9 @@ class Bench:
 
         await asyncio.gather(*(make(i) for i in range(n)))
         names = {f"rc-{i}" if ns else f"{space(i)}/rc-{i}" for i in range(n)}
-        ready = await self.wait_all_ready(ns, names)
-        exist, pods_ready, timeline = await asyncio.wait_for(counter, self.timeout)
+        ready = await self.wait_all_ready(ns, names, seen_ready=clusters_ready, since=start)
+        exist, all_pods_ready, timeline = await asyncio.wait_for(counter, self.timeout)
+        timeline |= status_lag(clusters_ready, pods_ready, owners)
         cpu_busy = plane_cpu(self.plane, cpu0)
         p_ready = proc_stats(self.op_pid)
         wall = time.monotonic() - start
@@ -473,9 +505,9 @@ class Bench:
             "pods": total,
             "all_pods_exist_s": round(exist, 1),
             "all_ready_s": round(ready, 1),
-            "all_pods_ready_s": round(pods_ready, 1),
+            "all_pods_ready_s": round(all_pods_ready, 1),
             "pods_per_s": round(total / exist, 1),
-            "pods_ready_per_s": round(total / pods_ready, 1),
+            "pods_ready_per_s": round(total / all_pods_ready, 1),
             "operator_cpu_s": round(p1["cpu"] - p0["cpu"], 1),
             "operator_peak_rss_mib": round(p1.get("VmHWM", 0), 1),
             "operator_steady_rss_mib": round(p1.get("VmRSS", 0), 1),

@@ -232,6 +232,30 @@ def pod_timeline(
     return out
 
 
+def status_lag(
+    cluster_ready: Mapping[str, float],
+    pod_ready: Mapping[str, float],
+    pod_cluster: Mapping[str, str],
+) -> dict[str, float]:
+    """How long each cluster's ``ready`` status came after the last of its pods was Ready, from
+    the benchmark's two watches (seconds since the size started). A RayJob waits for that
+    status, so in a burst this is the delay its submission sees, whatever the pod rate.
+
+    Clusters never seen ready, or with no Ready pod seen, are left out. The two watches are
+    separate streams, so a status seen a moment before its last pod counts as 0, not below."""
+    last: dict[str, float] = {}
+    for pod, at in pod_ready.items():
+        owner = pod_cluster.get(pod)
+        if owner is not None:
+            last[owner] = max(at, last.get(owner, at))
+    lags = [max(0.0, at - last[c]) for c, at in cluster_ready.items() if c in last]
+    return {
+        "status_lag_s_p50": round(percentile(lags, 0.5), 1),
+        "status_lag_s_p90": round(percentile(lags, 0.9), 1),
+        "status_lag_s_max": round(max(lags, default=0.0), 1),
+    }
+
+
 def cpu_budget(
     operator_cpu_s: float, plane_cpu_s: Mapping[str, float], pods: int, wall_s: float, cores: int
 ) -> dict[str, Any]:
@@ -301,6 +325,9 @@ TIMELINE_ROWS = (
     ("bound_to_ready_s_p50", "pod bound -> Ready p50, s"),
     ("bound_to_ready_s_p99", "pod bound -> Ready p99, s"),
     ("bound_not_ready_peak", "pods bound, not yet Ready, peak"),
+    ("status_lag_s_p50", "cluster's last pod Ready -> cluster ready p50, s"),
+    ("status_lag_s_p90", "cluster's last pod Ready -> cluster ready p90, s"),
+    ("status_lag_s_max", "cluster's last pod Ready -> cluster ready max, s"),
 )
 
 

@@ -27,6 +27,7 @@ from scale_report import (
     percentile,
     pod_timeline,
     run_order,
+    status_lag,
     terminated_by_resource,
 )
 
@@ -310,6 +311,19 @@ def test_pod_timeline_of_pods_never_bound_or_ready() -> None:
     assert t["ready_lag_s_p99"] == 0.0
     assert t["create_rate_per_s_max"] == 0.2
     assert pod_timeline({}, {}, {})["ready_lag_s_p50"] == 0.0
+
+
+def test_status_lag_counts_from_each_clusters_last_ready_pod() -> None:
+    pod_ready = {"a-head": 1.0, "a-w1": 4.0, "b-head": 2.0, "b-w1": 3.0, "stray": 9.0}
+    owners = {"a-head": "a", "a-w1": "a", "b-head": "b", "b-w1": "b"}
+    # a: last pod at 4.0, ready at 10.0; b: status seen before its last pod (0, not -0.5);
+    # c: no Ready pod seen, left out.
+    lag = status_lag({"a": 10.0, "b": 2.5, "c": 1.0}, pod_ready, owners)
+    assert lag == {"status_lag_s_p50": 0.0, "status_lag_s_p90": 6.0, "status_lag_s_max": 6.0}
+    lag = status_lag({"a": 10.0, "b": 5.0}, pod_ready, owners)
+    assert lag["status_lag_s_p50"] == 2.0
+    assert lag["status_lag_s_max"] == 6.0
+    assert status_lag({}, {}, {})["status_lag_s_max"] == 0.0
 
 
 def test_percentile_nearest_rank() -> None:
