@@ -118,3 +118,37 @@ async def test_fairness_a_self_requeueing_key_does_not_starve_others() -> None:
     await asyncio.gather(*workers)
     assert len(latency) == 20
     assert max(latency.values()) < 0.1, latency
+
+
+async def test_urgent_keys_go_first_and_are_still_queued_once() -> None:
+    q = WorkQueue()
+    for key in ("a", "b", "c"):
+        q.add(key)
+    q.add("c", urgent=True)  # already queued: moved ahead, not queued twice
+    q.add("d", urgent=True)
+    q.add("c", urgent=True)
+    q.add("a")
+    assert len(q) == 4
+    assert [await q.get() for _ in range(4)] == ["c", "d", "a", "b"]
+
+
+async def test_an_urgent_add_while_processing_requeues_the_key_in_the_urgent_lane() -> None:
+    q = WorkQueue()
+    q.add("a")
+    key = await q.get()
+    q.add("b")
+    q.add("a", urgent=True)
+    assert len(q) == 1, "must not be handed to a second worker while processing"
+    q.done(key)  # type: ignore[arg-type]
+    assert [await q.get(), await q.get()] == ["a", "b"]
+
+
+async def test_a_plain_add_after_an_urgent_one_keeps_the_key_urgent() -> None:
+    q = WorkQueue()
+    q.add("a")
+    q.add("b", urgent=True)
+    q.add("b")
+    assert await q.get() == "b"
+    q.done("b")
+    q.add("b")  # served: a later plain add queues it in the normal lane again
+    assert [await q.get(), await q.get()] == ["a", "b"]

@@ -98,6 +98,7 @@ from kuberay.runtime.controller import (
     any_of,
     generation_changed,
     labels_changed,
+    pod_turned_ready,
 )
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
@@ -315,6 +316,20 @@ class RayClusterReconciler:
 
     def cluster_pods(self, ns: str, cluster: str) -> list[Obj]:
         return self.pods.list(index="cluster", value=f"{ns}/{cluster}")
+
+    def start_may_be_done(self, old: Obj | None, new: Obj) -> bool:
+        """Whether a pod event goes to the urgent lane: the pod turned Ready and every pod of
+        its cluster in the cache (already updated by this event) is Running and Ready, so the
+        pass may report the cluster ready or create its next pods. The pods that turn Ready
+        before the last one of their start go to the back of the queue, as any event does:
+        their pass would only hold its progress."""
+        if not pod_turned_ready(old, new):
+            return False
+        meta = new.get("metadata") or {}
+        ns, cluster = meta.get("namespace", ""), (meta.get("labels") or {}).get(c.LABEL_CLUSTER)
+        if not cluster:
+            return False
+        return all(st.is_running_and_ready(p) for p in self.cluster_pods(ns, cluster))
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, req: Request) -> Result | None:
@@ -1364,8 +1379,12 @@ def register(
     ctrl = mgr.controller("raycluster", reconciler.reconcile, concurrency=config.concurrency)
     ctrl.for_(reconciler.clusters, any_of(generation_changed, labels_changed, annotations_changed))
     reconciler.clusters.add_handler(Handler(on_delete=reconciler.forget_cluster))
-    for owned in (reconciler.jobs, reconciler.pods, reconciler.services):
+    for owned in (reconciler.jobs, reconciler.services):
         ctrl.owns(owned, c.KIND_RAYCLUSTER, c.GROUP)
+    # The last pod of a start turning Ready: that pass goes ahead of the clusters not yet
+    # started, or a burst's ready statuses lag minutes behind their pods. At most one such
+    # pass per batch the start window lets in.
+    ctrl.owns(reconciler.pods, c.KIND_RAYCLUSTER, c.GROUP, urgent=reconciler.start_may_be_done)
     reconciler.controller = ctrl
     reconciler.window.wake = ctrl.queue.add
     return reconciler

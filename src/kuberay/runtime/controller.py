@@ -104,6 +104,16 @@ def always(old: Obj | None, new: Obj) -> bool:
     return True
 
 
+def _pod_ready(pod: Obj | None) -> bool:
+    conditions = ((pod or {}).get("status") or {}).get("conditions") or []
+    return any(cond.get("type") == "Ready" and cond.get("status") == "True" for cond in conditions)
+
+
+def pod_turned_ready(old: Obj | None, new: Obj) -> bool:
+    """A pod's Ready condition became True: the event that can let its owner finish a start."""
+    return _pod_ready(new) and not _pod_ready(old)
+
+
 def owner_mapper(owner_kind: str, owner_group: str, controller_only: bool = True) -> Mapper:
     """Maps an owned object to its owner's key (``group`` is the owner's API group, "" = core)."""
 
@@ -155,17 +165,29 @@ class Controller:
         return self.watches(source, lambda o: [_request_of(o)], predicate)
 
     def owns(
-        self, source: EventSource, owner_kind: str, owner_group: str, predicate: Predicate = always
+        self,
+        source: EventSource,
+        owner_kind: str,
+        owner_group: str,
+        predicate: Predicate = always,
+        urgent: Predicate | None = None,
     ) -> Controller:
         """Owned objects map to their controlling owner."""
-        return self.watches(source, owner_mapper(owner_kind, owner_group), predicate)
+        return self.watches(source, owner_mapper(owner_kind, owner_group), predicate, urgent)
 
     def watches(
-        self, source: EventSource, mapper: Mapper, predicate: Predicate = always
+        self,
+        source: EventSource,
+        mapper: Mapper,
+        predicate: Predicate = always,
+        urgent: Predicate | None = None,
     ) -> Controller:
-        def enqueue(obj: Obj) -> None:
+        """Events that pass ``predicate`` queue the keys ``mapper`` gives; an update that also
+        passes ``urgent`` queues them in the work queue's urgent lane (see ``WorkQueue``)."""
+
+        def enqueue(obj: Obj, first: bool = False) -> None:
             for req in mapper(obj):
-                self.queue.add(req.key)
+                self.queue.add(req.key, first)
 
         def on_add(obj: Obj) -> None:
             if predicate(None, obj):
@@ -173,7 +195,7 @@ class Controller:
 
         def on_update(old: Obj, new: Obj) -> None:
             if predicate(old, new):
-                enqueue(new)
+                enqueue(new, urgent is not None and urgent(old, new))
 
         source.add_handler(Handler(on_add=on_add, on_update=on_update, on_delete=enqueue))
         if source not in self.sources:

@@ -7,6 +7,11 @@ Invariants and failure modes:
 - FIFO order is what keeps the queue fair: a key that requeues itself goes to the back, behind
   every key that arrived meanwhile, so one object with a lot of work cannot starve the others as
   long as each reconcile does a bounded amount of work.
+- A second, urgent lane is served first (``add(key, urgent=True)``): it is for events that can
+  finish an object's work already under way (a pod turning Ready lets its cluster report
+  ``ready``), which in a burst would otherwise wait behind every object not yet started. An
+  urgent add of a key already queued moves it to the urgent lane; it is still queued once. Its
+  callers must keep it bounded: it can delay, and with a steady flood starve, the normal lane.
 - Retries back off per key (exponential, ``base * 2**failures`` capped at ``max_delay``) and
   all retries together are paced by a token bucket, like client-go's default controller rate
   limiter; ``forget`` resets a key's backoff after a success.
@@ -77,6 +82,9 @@ class WorkQueue:
         self.rate_limiter = rate_limiter or RateLimiter()
         self._clock = clock
         self._queue: deque[str] = deque()
+        self._urgent: deque[str] = deque()
+        # Dirty keys to be served from the urgent lane (queued there, or parked while processed).
+        self._urgent_keys: set[str] = set()
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
         self._added_at: dict[str, float] = {}
@@ -94,11 +102,11 @@ class WorkQueue:
         self.on_retry: Callable[[str], None] | None = None
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + len(self._urgent)
 
     @property
     def depth(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + len(self._urgent)
 
     def unfinished_work_seconds(self) -> float:
         """Seconds of work in progress that ``done`` has not seen yet, summed over items: a
@@ -116,16 +124,25 @@ class WorkQueue:
     def delayed(self) -> int:
         return len(self._waiting_due)
 
-    def add(self, key: str) -> None:
-        if self._shutdown or key in self._dirty:
+    def add(self, key: str, urgent: bool = False) -> None:
+        if self._shutdown:
+            return
+        if key in self._dirty:
+            if urgent and key not in self._urgent_keys:
+                self._urgent_keys.add(key)
+                if key not in self._processing:
+                    self._queue.remove(key)
+                    self._urgent.append(key)
             return
         self._dirty.add(key)
         self._added_at.setdefault(key, self._clock())
+        if urgent:
+            self._urgent_keys.add(key)
         if self.on_add:
             self.on_add(key)
         if key in self._processing:
             return  # requeued by done()
-        self._queue.append(key)
+        (self._urgent if urgent else self._queue).append(key)
         self._notify()
 
     def add_after(self, key: str, delay: float) -> None:
@@ -154,7 +171,7 @@ class WorkQueue:
         return self.rate_limiter.retries(key)
 
     async def get(self) -> str | None:
-        while not self._queue and not self._shutdown:
+        while not self._queue and not self._urgent and not self._shutdown:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
@@ -163,9 +180,13 @@ class WorkQueue:
                 if waiter.done() and not waiter.cancelled():
                     self._notify()  # pass the wake-up on to another worker
                 raise
-        if not self._queue:
+        if self._urgent:
+            key = self._urgent.popleft()
+            self._urgent_keys.discard(key)
+        elif self._queue:
+            key = self._queue.popleft()
+        else:
             return None
-        key = self._queue.popleft()
         self._dirty.discard(key)
         self._processing.add(key)
         now = self._clock()
@@ -181,7 +202,7 @@ class WorkQueue:
         if self.on_done and started is not None:
             self.on_done(key, self._clock() - started)
         if key in self._dirty:
-            self._queue.append(key)
+            (self._urgent if key in self._urgent_keys else self._queue).append(key)
             self._notify()
 
     def shutdown(self) -> None:

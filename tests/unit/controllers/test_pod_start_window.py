@@ -390,3 +390,23 @@ async def test_a_cluster_waiting_without_pods_writes_no_progress() -> None:
     # Not waiting (its pods are being made), the same progress is an hour past its pace.
     assert await r._update_status(cluster, None) == (True, 0.0)
     assert written[1]["status"]["head"]["serviceName"] == "rc-head-svc"
+
+
+def test_only_a_starts_last_pod_turning_ready_is_urgent() -> None:
+    """``start_may_be_done``: the urgent-lane predicate for the cluster's pod events."""
+    r, _ = reconciler(limit=5)
+    informer = r.pods.informers[0]
+    labels = {"ray.io/cluster": "rc"}
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    head, worker = (pod(name, labels=labels, started=True) for name in ("rc-head", "rc-w"))
+    for each in (head, worker):
+        informer._apply("ADDED", each)
+    head_ready = {**head, "status": {**head["status"], **ready}}
+    informer._apply("MODIFIED", head_ready)
+    assert not r.start_may_be_done(head, head_ready), "the worker is not Ready yet"
+    worker_ready = {**worker, "status": {**worker["status"], **ready}}
+    informer._apply("MODIFIED", worker_ready)
+    assert r.start_may_be_done(worker, worker_ready)
+    assert not r.start_may_be_done(worker_ready, worker_ready), "no transition"
+    stray = pod("stray", started=True)
+    assert not r.start_may_be_done(stray, {**stray, "status": ready}), "no cluster label"
