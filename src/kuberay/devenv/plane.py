@@ -29,6 +29,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -109,7 +110,37 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+# Listening ports are picked from here up to the kernel's ephemeral range (see free_port).
+LISTEN_PORTS_FROM = 10_000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_floor(path: Path = EPHEMERAL_RANGE) -> int:
+    """The lowest port the kernel hands out for bind(0) and outgoing connections (0: unknown)."""
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def free_port(host: str = "127.0.0.1", floor: int | None = None) -> int:
+    """A port nothing listens on, for a component that binds it a few seconds later.
+
+    It is chosen below the kernel's ephemeral range where there is room. A port from bind(0)
+    comes from that range, and so do the source ports of outgoing connections: while the plane
+    starts, its components open hundreds of them, and one took KWOK's port before KWOK bound
+    it ("address already in use", a failed CI run). Below the range only another listener can
+    take it, and a random pick over twenty thousand ports makes that a rare race."""
+    top = ephemeral_floor() if floor is None else floor
+    if top - LISTEN_PORTS_FROM >= 1_000:
+        for _ in range(50):
+            port = random.randrange(LISTEN_PORTS_FROM, top)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
