@@ -110,8 +110,9 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-# Listening ports are picked from here up to the kernel's ephemeral range (see free_port).
-LISTEN_PORTS_FROM = 10_000
+# Listening ports are picked from here up to the kernel's ephemeral range (see free_port):
+# above Ray's default worker ports (10002-19999) and its client port 10001.
+LISTEN_PORTS_FROM = 20_000
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
@@ -130,7 +131,7 @@ def free_port(host: str = "127.0.0.1", floor: int | None = None) -> int:
     comes from that range, and so do the source ports of outgoing connections: while the plane
     starts, its components open hundreds of them, and one took KWOK's port before KWOK bound
     it ("address already in use", a failed CI run). Below the range only another listener can
-    take it, and a random pick over twenty thousand ports makes that a rare race."""
+    take it, and a random pick over twelve thousand ports makes that a rare race."""
     top = ephemeral_floor() if floor is None else floor
     if top - LISTEN_PORTS_FROM >= 1_000:
         for _ in range(50):
