@@ -98,7 +98,6 @@ from kuberay.runtime.controller import (
     any_of,
     generation_changed,
     labels_changed,
-    pod_turned_ready,
 )
 from kuberay.runtime.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound
 from kuberay.runtime.events import NORMAL, WARNING, EventRecorder
@@ -323,7 +322,7 @@ class RayClusterReconciler:
         pass may report the cluster ready or create its next pods. The pods that turn Ready
         before the last one of their start go to the back of the queue, as any event does:
         their pass would only hold its progress."""
-        if not pod_turned_ready(old, new):
+        if not st.pod_turned_ready(old, new):
             return False
         meta = new.get("metadata") or {}
         ns, cluster = meta.get("namespace", ""), (meta.get("labels") or {}).get(c.LABEL_CLUSTER)

@@ -69,6 +69,18 @@ def is_running_and_ready(pod: Obj) -> bool:
     )
 
 
+def pod_ready_true(pod: Obj | None) -> bool:
+    """The pod's Ready condition is True, whatever its phase."""
+    ready = pod_condition(pod, "Ready") if pod is not None else None
+    return bool(ready and ready.get("status") == "True")
+
+
+def pod_turned_ready(old: Obj | None, new: Obj) -> bool:
+    """A pod's Ready condition became True: the one pod event that can let its cluster
+    finish a start, so the controller may queue it ahead (``Controller.owns(urgent=)``)."""
+    return pod_ready_true(new) and not pod_ready_true(old)
+
+
 def all_pods_running(pods: list[Obj]) -> bool:
     """Every pod Running and none with Ready=False.
     upstream: CheckAllPodsRunning."""

@@ -104,16 +104,6 @@ def always(old: Obj | None, new: Obj) -> bool:
     return True
 
 
-def _pod_ready(pod: Obj | None) -> bool:
-    conditions = ((pod or {}).get("status") or {}).get("conditions") or []
-    return any(cond.get("type") == "Ready" and cond.get("status") == "True" for cond in conditions)
-
-
-def pod_turned_ready(old: Obj | None, new: Obj) -> bool:
-    """A pod's Ready condition became True: the event that can let its owner finish a start."""
-    return _pod_ready(new) and not _pod_ready(old)
-
-
 def owner_mapper(owner_kind: str, owner_group: str, controller_only: bool = True) -> Mapper:
     """Maps an owned object to its owner's key (``group`` is the owner's API group, "" = core)."""
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kuberay.runtime.controller import Controller, Result, pod_turned_ready
+from kuberay.controllers.raycluster_status import pod_turned_ready
+from kuberay.runtime.controller import Controller, Result
 from kuberay.runtime.informer import Handler
 from kuberay.runtime.store import Obj
 
