@@ -61,18 +61,15 @@ def pod_condition(pod: Obj, ctype: str) -> Obj | None:
     return None
 
 
-def is_running_and_ready(pod: Obj) -> bool:
-    """Phase Running and condition Ready True. upstream: IsRunningAndReady."""
-    ready = pod_condition(pod, "Ready")
-    return pod.get("status", {}).get("phase") == "Running" and bool(
-        ready and ready.get("status") == "True"
-    )
-
-
 def pod_ready_true(pod: Obj | None) -> bool:
     """The pod's Ready condition is True, whatever its phase."""
     ready = pod_condition(pod, "Ready") if pod is not None else None
     return bool(ready and ready.get("status") == "True")
+
+
+def is_running_and_ready(pod: Obj) -> bool:
+    """Phase Running and condition Ready True. upstream: IsRunningAndReady."""
+    return pod.get("status", {}).get("phase") == "Running" and pod_ready_true(pod)
 
 
 def pod_turned_ready(old: Obj | None, new: Obj) -> bool:
