@@ -1,5 +1,6 @@
-"""EventRecorder under a slow apiserver: parallel senders, per-key order, Warnings first, counted
-drops and a bounded stop. The fake client stands in for the two calls the recorder makes."""
+"""EventRecorder under a slow apiserver: one sender by default or several in parallel,
+per-key order, Warnings first, counted drops and a bounded stop. The fake client stands in for
+the two calls the recorder makes."""
 
 from __future__ import annotations
 
@@ -51,9 +52,22 @@ def _obj(uid: str) -> dict[str, Any]:
     }
 
 
+async def test_by_default_one_event_is_in_flight_at_a_time() -> None:
+    """As client-go's recorder: a slow apiserver slows the events down instead of getting
+    more of them at once."""
+    api = SlowApi(0.02)
+    rec = EventRecorder(api, "test", "i-1")
+    rec.start()
+    for i in range(10):
+        rec.event(_obj(f"obj-{i}"), NORMAL, "Created", f"created {i}")
+    await rec.stop(flush_timeout=5)
+    assert rec.sent == 10
+    assert api.max_in_flight == 1
+
+
 async def test_senders_work_in_parallel() -> None:
     api = SlowApi(0.2)
-    rec = EventRecorder(api, "test", "i-1")
+    rec = EventRecorder(api, "test", "i-1", senders=4)
     rec.start()
     start = time.monotonic()
     for i in range(40):
@@ -143,13 +157,13 @@ async def test_stop_returns_promptly_with_a_backlog() -> None:
     rec.start()
     for i in range(200):
         rec.event(_obj(f"obj-{i}"), NORMAL, "Created", "created")
-    await asyncio.sleep(0.05)  # every sender is inside a 10 s call
+    await asyncio.sleep(0.05)  # the sender is inside a 10 s call
     start = time.monotonic()
     await rec.stop(flush_timeout=0.3)
     assert time.monotonic() - start < 1.0
     assert all(t.done() for t in asyncio.all_tasks() if t.get_name().startswith("events-test"))
     assert rec.sent == 0
-    assert rec.backlog == 196
+    assert rec.backlog == 199  # the one sender holds the first
 
 
 def test_an_object_always_maps_to_the_same_sender() -> None:
