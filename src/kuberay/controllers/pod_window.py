@@ -12,8 +12,8 @@ start.
 Invariants and failure modes:
 - Never a stall of its own: a pod unstarted for longer than ``max_age`` seconds no longer
   counts (a dead node or a kubelet that never reports must not hold other clusters back), and a
-  waiting cluster is also requeued on a timer (``WINDOW_REQUEUE_SECONDS``), so a lost wake-up
-  costs at most that long, never progress.
+  waiting cluster is also requeued on a timer (``requeue_seconds``: 30 s, longer when many
+  clusters wait, at most 300 s), so a lost wake-up costs at most that long, never progress.
 - The count is taken from the pod cache's index plus the creates granted but not yet seen by
   the watch (``reserve``). A reconcile reserves its whole batch before its first create goes
   out, so concurrent reconciles never take the same room.
@@ -51,6 +51,9 @@ DEFAULT_MAX_AGE = 60.0
 # ageing past max_age sends no event). At 10 s, a thousand clusters waiting a few minutes made
 # 17 reconciles each at 1000x10, nearly all of them finding the window still full.
 WINDOW_REQUEUE_SECONDS = 30.0
+# The longest that timer grows to when many clusters wait (``requeue_seconds``): upstream's own
+# periodic requeue.
+WINDOW_REQUEUE_MAX_SECONDS = 300.0
 # Pods are created in batches of this many (or all a group lacks, if fewer): a cluster waits
 # until the window has room for a whole batch, so that wake-ups, passes, events and status
 # writes come per batch instead of per started pod.
@@ -106,8 +109,9 @@ class PodStartWindow:
         self.monotonic = monotonic
         # Keys granted a create the watch has not delivered yet -> when granted (monotonic).
         self._granted: dict[str, float] = {}
-        # Waiting cluster keys -> how many pods each asked for, oldest first.
+        # Waiting cluster keys -> how many pods each asked for, oldest first; and their sum.
         self._waiters: OrderedDict[str, int] = OrderedDict()
+        self._wanted = 0
         # Woken cluster keys -> (room set aside for them, when woken (monotonic)).
         self._promised: dict[str, tuple[int, float]] = {}
         self.wake: Callable[[str], None] = lambda _key: None
@@ -178,13 +182,22 @@ class PodStartWindow:
         """``key`` (a cluster) found no room for the ``wanted`` pods it must create together
         (a whole batch; its head and first batch): wake it once that much room is free."""
         self._promised.pop(key, None)
-        if key not in self._waiters:
-            self._waiters[key] = wanted
-        else:
-            self._waiters[key] = max(self._waiters[key], wanted)
+        before = self._waiters.get(key, 0)
+        self._waiters[key] = max(before, wanted)
+        self._wanted += self._waiters[key] - before
 
     def waiting(self) -> int:
         return len(self._waiters)
+
+    def requeue_seconds(self) -> float:
+        """How long a waiting cluster's timer runs. The timer only covers a lost wake-up, and
+        waiters are woken in order: behind N windows' worth of waiting pods, none gets room in
+        less than N starts of a whole window. So the timer is ``WINDOW_REQUEUE_SECONDS`` while
+        less than a window's worth waits, one interval more for every further window's worth,
+        and at most ``WINDOW_REQUEUE_MAX_SECONDS``. At 10,000 new clusters of one worker a
+        fixed 30 s gave every waiting cluster a pass every 30 s that found the window full."""
+        windows = self._wanted // max(1, self.limit)
+        return min(WINDOW_REQUEUE_MAX_SECONDS, WINDOW_REQUEUE_SECONDS * (1 + windows))
 
     def _seen(self, pod: Obj) -> None:
         if self._granted.pop(object_key(pod), None) is not None and not unstarted(pod):
@@ -212,6 +225,7 @@ class PodStartWindow:
             if room < take:
                 return
             del self._waiters[key]
+            self._wanted -= wanted
             self._promised[key] = (take, self.monotonic())
             room -= take
             self.wake(key)

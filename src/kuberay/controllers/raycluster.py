@@ -400,7 +400,7 @@ class RayClusterReconciler:
             return Result(requeue_after=held)
         if more_work == WAIT_WINDOW:
             # Woken when pods start; the timer only covers a lost wake-up.
-            wait = pod_window.WINDOW_REQUEUE_SECONDS
+            wait = self.window.requeue_seconds()
             return Result(requeue_after=min(held, wait) if held else wait)
         if held and more_work == MORE_LATER:
             return Result(requeue_after=min(held, self.config.hold_requeue_seconds))

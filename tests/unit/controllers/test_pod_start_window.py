@@ -11,7 +11,13 @@ from typing import Any, cast
 
 import pytest
 
-from kuberay.controllers.pod_window import PROMISE_SECONDS, PodStartWindow, unstarted
+from kuberay.controllers.pod_window import (
+    PROMISE_SECONDS,
+    WINDOW_REQUEUE_MAX_SECONDS,
+    WINDOW_REQUEUE_SECONDS,
+    PodStartWindow,
+    unstarted,
+)
 from kuberay.controllers.raycluster import (
     DONE,
     WAIT_WINDOW,
@@ -22,6 +28,7 @@ from kuberay.controllers.raycluster import (
 from kuberay.runtime import rfc3339
 from kuberay.runtime.cache import ResourceCache
 from kuberay.runtime.client import PODS, KubeClient, Resource
+from kuberay.runtime.controller import Request, Result
 from kuberay.runtime.events import EventRecorder
 from kuberay.runtime.informer import Informer
 
@@ -158,6 +165,27 @@ def test_a_waiter_asking_more_than_the_window_holds_is_woken_when_it_is_empty() 
     assert woken == []
     informer._apply("MODIFIED", pod("p3", node="n1", started=True))
     assert woken == ["ns/big"]
+
+
+def test_the_waiters_timer_grows_with_the_windows_worth_waiting_ahead() -> None:
+    win, informer, _ = window(limit=5)
+    woken: list[str] = []
+    win.wake = woken.append
+    for i in range(5):
+        informer._apply("ADDED", pod(f"p{i}", node="n1"))
+    assert win.requeue_seconds() == WINDOW_REQUEUE_SECONDS
+    win.wait("ns/a", 3)
+    win.wait("ns/b", 3)
+    assert win.requeue_seconds() == 2 * WINDOW_REQUEUE_SECONDS  # 6 pods: more than a window
+    win.wait("ns/a", 2)  # asks less on a later pass: still counted at the most it asked
+    assert win.requeue_seconds() == 2 * WINDOW_REQUEUE_SECONDS
+    for i in range(3):
+        informer._apply("MODIFIED", pod(f"p{i}", node="n1", started=True))
+    assert woken == ["ns/a"]
+    assert win.requeue_seconds() == WINDOW_REQUEUE_SECONDS  # b's 3 alone
+    for i in range(200):
+        win.wait(f"ns/many-{i}", 2)
+    assert win.requeue_seconds() == WINDOW_REQUEUE_MAX_SECONDS
 
 
 def test_a_disabled_window_never_limits() -> None:
@@ -410,3 +438,26 @@ def test_only_a_starts_last_pod_turning_ready_is_urgent() -> None:
     assert not r.start_may_be_done(worker_ready, worker_ready), "no transition"
     stray = pod("stray", started=True)
     assert not r.start_may_be_done(stray, {**stray, "status": ready}), "no cluster label"
+
+
+async def test_a_cluster_waiting_behind_many_others_is_timed_for_the_longer_wait() -> None:
+    r, client = reconciler(limit=2)
+    written: list[dict[str, Any]] = []
+
+    async def update_status(resource: Any, obj: dict[str, Any]) -> Any:
+        written.append(obj)
+        return {**obj, "metadata": {**obj["metadata"], "resourceVersion": "2"}}
+
+    client.update_status = update_status  # type: ignore[attr-defined]
+    unstarted_strangers(r.pods.informers[0], 2)
+    for i in range(10):
+        r.window.wait(f"ns/earlier-{i}", 2)  # ten windows' worth ahead of it
+    cluster = {
+        **copy.deepcopy(CLUSTER),
+        "metadata": {**CLUSTER["metadata"], "resourceVersion": "1"},
+    }
+    r.clusters.informers[0]._apply("ADDED", cluster)
+    result = await r.reconcile(Request("ns", "rc"))
+    assert r.window.waiting() == 11
+    assert result == Result(requeue_after=r.window.requeue_seconds())
+    assert result.requeue_after == WINDOW_REQUEUE_MAX_SECONDS
